@@ -1,0 +1,137 @@
+"""The `bertlab` command: argument parsing and dispatch only; each command lives in its own module.
+
+Instructor commands (grade, release, audit, demo) live in the `grader` package, which the student
+bundle does not contain; there they answer with a clear message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cmd_demo(args) -> int:
+    from grader.demo import run_demo
+
+    return run_demo(keep=args.keep, workers=args.workers)
+
+
+def _cmd_check(args) -> int:
+    from .check import run_check
+
+    return run_check(task=args.task, impl=args.impl, verbose=args.verbose)
+
+
+def _cmd_release(args) -> int:
+    from grader.release import release
+
+    release(Path(args.out), force=args.force)
+    return 0
+
+
+def _cmd_grade(args) -> int:
+    from grader.runner import grade_course
+
+    return grade_course(Path(args.course), assignment=args.assignment, workers=args.workers, db_url=args.db_url)
+
+
+def _cmd_grade_one(args) -> int:
+    from grader.runner import grade_one_command
+
+    return grade_one_command(Path(args.submission), as_json=args.json, student=args.student)
+
+
+def _cmd_audit(args) -> int:
+    from grader.audit import run_audit
+
+    return run_audit(only=args.only, workers=args.workers)
+
+
+def _cmd_build_exercises(args) -> int:
+    from .stubgen import build_exercises
+
+    for path in build_exercises(KIT_ROOT, Path(args.out) if args.out else None):
+        print(f"wrote {path}")
+    return 0
+
+
+def _cmd_lesson(args) -> int:
+    from .headline import format_figures, lesson_figures
+    from .implementations import load_implementation
+
+    print(format_figures(lesson_figures(load_implementation(args.impl), full=not args.quick)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bertlab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="grade the embedded demo cohort end to end (offline) and print the gradebook")
+    p.add_argument("--keep", metavar="DIR", help="build the demo course in DIR and keep it (default: a temp dir)")
+    p.add_argument("--workers", type=int, default=None, help="parallel graders (default: number of cores)")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("check", help="run the public tests against your exercises/, task by task")
+    p.add_argument("--task", choices=["cka", "pooling", "siamese", "retrieval"], help="only this task")
+    p.add_argument("--impl", default="exercises", help=argparse.SUPPRESS)
+    p.add_argument("-v", "--verbose", action="store_true", help="show every test, not just the first failure")
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("release", help="write the student bundle (no solutions, hidden tests or mutants)")
+    p.add_argument("out", help="output directory")
+    p.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    p.set_defaults(func=_cmd_release)
+
+    p = sub.add_parser("grade", help="grade every COURSE/submitted/<student>/<assignment>/ (resumable)")
+    p.add_argument("course", help="nbgrader course directory")
+    p.add_argument("--assignment", default="week7")
+    p.add_argument("--workers", type=int, default=None, help="parallel graders (default: number of cores)")
+    p.add_argument("--db-url", default=None, help="gradebook SQLAlchemy URL (default: the course's nbgrader config)")
+    p.set_defaults(func=_cmd_grade)
+
+    p = sub.add_parser("grade-one", help="grade one submission directory")
+    p.add_argument("submission", help="directory with cka.py, pooling.py, siamese.py, retrieval.py")
+    p.add_argument("--json", action="store_true", help="print results.json to stdout")
+    p.add_argument("--student", default=None, help="student id to record (default: the directory name)")
+    p.set_defaults(func=_cmd_grade_one)
+
+    p = sub.add_parser("audit", help="grade the mutant bank and the correct variants with the hidden suites")
+    p.add_argument("--only", default=None, help="only mutants whose name contains this")
+    p.add_argument("--workers", type=int, default=None)
+    p.set_defaults(func=_cmd_audit)
+
+    p = sub.add_parser("build-exercises", help="regenerate exercises/ stubs from solutions/")
+    p.add_argument("--out", default=None, help="write elsewhere (default: exercises/)")
+    p.set_defaults(func=_cmd_build_exercises)
+
+    p = sub.add_parser("lesson", help="compute the lesson's headline figures with an implementation")
+    p.add_argument("--impl", default="solutions", help="'solutions', 'exercises' or a directory")
+    p.add_argument("--quick", action="store_true", help="skip the STS benchmark (about 10 s)")
+    p.set_defaults(func=_cmd_lesson)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("grader", "solutions"):
+            print(f"bertlab {args.command}: this is an instructor command and needs the full kit "
+                  f"(module {exc.name!r} is not part of this installation).", file=sys.stderr)
+            return 2
+        raise
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
