@@ -74,6 +74,11 @@ def make_stub(source: str, task: str) -> str:
     return text[:docstring_end] + "\n" + _BANNER.format(task=task) + text[docstring_end:]
 
 
+def strip_fences(source: str) -> str:
+    """The solution text without its fence lines: a complete, plain implementation."""
+    return "".join(line for line in source.splitlines(keepends=True) if line.strip() not in (BEGIN, END))
+
+
 def _module_docstring_end(text: str) -> int:
     """Character offset just after the module docstring (0 if there is none)."""
     import ast

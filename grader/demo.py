@@ -1,0 +1,83 @@
+"""`bertlab demo`: build a course holding the embedded demo cohort, grade it end to end, show the gradebook.
+
+Fully offline. The cohort (see grader/demo_cohort/README.md): a full solution, untouched stubs, a
+partial solution, a buggy one (mistakes from the mutant bank), a hostile one, and a zip submission.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from bertlab.stubgen import EXERCISE_MODULES, strip_fences
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+COHORT_DIR = Path(__file__).resolve().parent / "demo_cohort"
+ASSIGNMENT = "week7"
+
+# dave's bugs: (mutant in grader/mutants/, the file taken from it).
+BUGGY_FROM_BANK = (("cka_no_centering", "cka.py"), ("pooling_padded_length", "pooling.py"),
+                   ("retrieval_ascending", "retrieval.py"))
+
+
+def _solution_files() -> dict[str, str]:
+    return {f"{m}.py": strip_fences((KIT_ROOT / "solutions" / f"{m}.py").read_text()) for m in EXERCISE_MODULES}
+
+
+def _stub_files() -> dict[str, str]:
+    return {f"{m}.py": (KIT_ROOT / "exercises" / f"{m}.py").read_text() for m in EXERCISE_MODULES}
+
+
+def _buggy_files() -> dict[str, str]:
+    files = _solution_files()
+    for mutant, filename in BUGGY_FROM_BANK:
+        path = KIT_ROOT / "grader" / "mutants" / mutant / filename
+        if path.is_file():
+            files[filename] = path.read_text()
+    return files
+
+
+def cohort() -> dict[str, dict[str, str]]:
+    """student -> {filename: source} for the directory submissions of the demo."""
+    solution, stubs = _solution_files(), _stub_files()
+    partial = {name: (solution if name in ("cka.py", "pooling.py") else stubs)[name] for name in solution}
+    hostile = {p.name: p.read_text() for p in sorted((COHORT_DIR / "erin").glob("*.py"))}
+    return {"alice": solution, "bob": stubs, "carol": partial, "dave": _buggy_files(), "erin": hostile}
+
+
+def build_demo_course(course: Path) -> Path:
+    """Write the cohort into ``course/submitted/<student>/week7/`` (frank's as a zip)."""
+    for student, files in cohort().items():
+        folder = course / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+    frank = course / "submitted" / "frank" / ASSIGNMENT
+    frank.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(frank / "submission.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in _solution_files().items():
+            archive.writestr(name, text)
+    return course
+
+
+def run_demo(keep: str | None = None, workers: int | None = None) -> int:
+    from grader.runner import grade_course
+
+    if keep:
+        course = Path(keep).resolve()
+        if course.exists() and any(course.iterdir()):
+            print(f"bertlab demo: {course} exists and is not empty; choose a new folder for --keep.", file=sys.stderr)
+            return 2
+        course.mkdir(parents=True, exist_ok=True)
+    else:
+        course = Path(tempfile.mkdtemp(prefix="bertlab-demo-"))
+    print(f"Demo course: {course}")
+    print("Cohort: alice (solution), bob (stubs), carol (partial), dave (buggy), erin (hostile), frank (zip)\n")
+    build_demo_course(course)
+    code = grade_course(course, ASSIGNMENT, workers=workers)
+    if code == 0 and not keep:
+        print(f"\nThe course stays in {course} for you to look at (delete it when done).")
+    return code
+
