@@ -19,7 +19,7 @@ Layout (nbgrader's, plus two bertlab files)::
 
 Public API: :func:`init_course`, :func:`record_result`, :func:`write_results_json`, :func:`load_results`,
 :func:`list_submissions`, :func:`read_submission_sources`, :func:`export_grades`,
-:func:`generate_feedback`, :func:`error_result`, :func:`course_db_url`.
+:func:`generate_feedback`, :func:`error_result`, :func:`course_max_points`, :func:`course_db_url`.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import json
 import logging
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -47,6 +47,7 @@ from grader.submissions import (  # noqa: F401  (re-exported: the course's one e
     list_submissions,
     read_submission_sources,
     safe_extract_zip,
+    valid_id,
 )
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,6 @@ OUTCOMES = ("passed", "failed", "error", "timeout")
 CONFIG_FILE = "nbgrader_config.py"
 _BEGIN = "# --- bertlab: begin (managed by bertlab init_course; edit outside this block) ---"
 _END = "# --- bertlab: end ---"
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
 _EPS = 1e-6
 #: nbgrader's Gradebook default; the course id written when the config sets none.
 DEFAULT_COURSE_ID = "default_course"
@@ -81,9 +81,10 @@ class NbgraderCommandError(CourseError):
 
 
 def _check_name(kind: str, value: str) -> str:
-    if not isinstance(value, str) or not _NAME_RE.match(value) or value in (".", ".."):
-        raise ValueError(f"{kind} {value!r} is not usable as an nbgrader id: use letters, digits, "
-                         "'_', '-', '.', '@', '+', starting with a letter or digit")
+    if not valid_id(value):
+        raise ValueError(f"{kind} {value!r} is not usable as an nbgrader id: it must be 1-128 characters "
+                         "without '/', '\\', '*', '?', '[', ']' or control characters, not starting with '.' "
+                         "and not starting or ending with a space")
     return value
 
 
@@ -302,7 +303,9 @@ def error_result(student: str, assignment: str, message: str, max_points: Mappin
 
 
 def validate_result(result: Mapping) -> dict:
-    """Check a results dict against SPEC.md; return a clean copy (floats, known keys)."""
+    """Check a results dict against SPEC.md; return a clean copy (floats, known keys, ``score`` = the sum
+    of the tests' points). Raises ValueError for an unknown task or outcome, points outside
+    [0, max_points], or a student / assignment that cannot be an nbgrader id."""
     if not isinstance(result, Mapping):
         raise ValueError("a result must be a dict")
     for key in ("student", "assignment", "tests"):
@@ -330,7 +333,9 @@ def validate_result(result: Mapping) -> dict:
     score = sum(t["points"] for t in tests)
     max_score = sum(t["max_points"] for t in tests)
     if "score" in result and abs(float(result["score"]) - score) > _EPS:
-        raise ValueError(f"result score {result['score']} is not the sum of its tests' points ({score})")
+        # the gradebook sums the tests' points per task; results.json must say the same
+        log.warning("%s/%s: score %s is not the sum of its tests' points; recording %s",
+                    student, assignment, result["score"], score)
     out = {"student": student, "assignment": assignment, "score": float(score),
            "max_score": float(result.get("max_score", max_score)), "tests": tests}
     return out
@@ -371,6 +376,19 @@ def load_results(course_dir: str | os.PathLike, assignment: str) -> dict[str, di
     return out
 
 
+def course_max_points(course_dir: str | os.PathLike, assignment: str = "week7",
+                      db_url: str | None = None) -> dict[str, float]:
+    """task -> points of ``assignment`` as the gradebook holds them (what :func:`error_result` needs)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(course_db_url(course_dir, db_url)) as gb:
+        try:
+            cells = {c.name: c.max_score for c in gb.find_notebook(assignment, assignment).grade_cells}
+        except MissingEntry:
+            raise CourseError(f"the gradebook has no assignment {assignment!r}: run init_course first") from None
+    return {t: cells[t] for t in _ordered_tasks(cells)}
+
+
 def _submission_timestamp(course_dir: Path, student: str, assignment: str):
     """The submission time nbgrader's collect step wrote, if any."""
     from nbgrader.utils import parse_utc
@@ -386,9 +404,12 @@ def _submission_timestamp(course_dir: Path, student: str, assignment: str):
 def _record_in_gradebook(db_url: str, result: dict, timestamp) -> dict[str, float]:
     """Upsert student, submission, submitted notebook and one grade per task; return task -> max points."""
     from nbgrader.api import Grade, Gradebook, MissingEntry, SubmittedNotebook
+    from sqlalchemy.exc import SAWarning
 
     student, assignment = result["student"], result["assignment"]
-    with Gradebook(db_url) as gb:
+    with Gradebook(db_url) as gb, warnings.catch_warnings():
+        # nbgrader's add_submission builds rows before adding them to the session; SQLAlchemy warns
+        warnings.simplefilter("ignore", SAWarning)
         try:
             notebook = gb.find_notebook(assignment, assignment)
         except MissingEntry:

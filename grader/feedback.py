@@ -80,10 +80,10 @@ def build_source_notebook(assignment: str, max_points: Mapping[str, float]) -> n
 def _task_html(task: str, tests: Sequence[Mapping], score: float, max_score: float) -> str:
     esc = html.escape
     n_passed = sum(1 for t in tests if t.get("outcome") == "passed")
+    counted = f"; {n_passed} of {len(tests)} tests passed" if tests else ""
     lines = [
         '<div class="bertlab-results">',
-        f"<p><strong>{esc(task)}</strong>: {esc(_fmt(score))} / {esc(_fmt(max_score))} points; "
-        f"{n_passed} of {len(tests)} tests passed.</p>",
+        f"<p><strong>{esc(task)}</strong>: {esc(_fmt(score))} / {esc(_fmt(max_score))} points{counted}.</p>",
     ]
     if not tests:
         lines.append("<p>No test of this task ran for your submission.</p>")

@@ -13,6 +13,7 @@ Nothing here imports or runs student code: files are only listed, copied and rea
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -34,8 +35,19 @@ MAX_ZIP_DEPTH = 16
 #: Limit on one exercise source file.
 MAX_SOURCE_BYTES = 1024 * 1024
 
+log = logging.getLogger(__name__)
+
 _STAGING = Path(".bertlab") / "staging"
 _IGNORED_MEMBERS = ("__MACOSX/",)
+
+
+def valid_id(name: str) -> bool:
+    """Whether ``name`` can be an nbgrader student or assignment id here: it becomes one path component
+    (``submitted/<student>/<assignment>``), part of the glob patterns nbgrader builds from it (so no
+    ``*?[]``), and a gradebook key (at most 128 characters)."""
+    return (isinstance(name, str) and 0 < len(name) <= 128 and name == name.strip()
+            and not name.startswith(".") and not any(c in name for c in "/\\*?[]")
+            and not any(ord(c) < 32 or ord(c) == 127 for c in name))
 
 
 class UnsafeZipError(ValueError):
@@ -64,6 +76,9 @@ class Submission(tuple):
     @property
     def path(self) -> Path:
         return self[1]
+
+    def __reduce__(self):  # picklable, e.g. to hand to a worker process
+        return (Submission, (self[0], self[1], self.error, self.source))
 
     def __repr__(self) -> str:
         extra = f", error={self.error!r}" if self.error else ""
@@ -294,7 +309,9 @@ def list_submissions(course_dir: str | os.PathLike, assignment: str) -> list[Sub
     out: list[Submission] = []
     for student_dir in sorted(submitted.iterdir(), key=lambda p: p.name):
         student = student_dir.name
-        if student.startswith(".") or any(ord(c) < 32 for c in student):
+        if not valid_id(student):
+            if not student.startswith("."):
+                log.warning("skipping %r: not usable as a student id", student)
             continue
         if student_dir.is_symlink():
             out.append(Submission(student, student_dir, error="The submission folder is a symbolic link."))
@@ -308,7 +325,9 @@ def list_submissions(course_dir: str | os.PathLike, assignment: str) -> list[Sub
         elif folder.is_dir():
             has_sources = any(os.path.lexists(folder / f) for f in EXERCISE_FILES)
             zips = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".zip")
-            if has_sources or not zips:
+            if not has_sources and not zips and os.path.lexists(top_zip):
+                out.append(_from_zip(course_dir, assignment, student, top_zip))
+            elif has_sources or not zips:
                 out.append(Submission(student, folder))
             elif len(zips) > 1:
                 names = ", ".join(p.name for p in zips)

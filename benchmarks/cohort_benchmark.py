@@ -1,0 +1,161 @@
+"""Cohort benchmark: `bertlab grade` against plain sequential `nbgrader autograde`, same cohort, same run.
+
+    python benchmarks/cohort_benchmark.py --n 100 --workers 2 [--baseline-n 10]
+
+Builds a cohort of N submissions (solution copies, mutants from the bank, broken ones), grades it
+with `bertlab grade` (sandboxed, warm parallel workers), then grades the first --baseline-n of the
+same submissions the way a plain nbgrader course would: `nbgrader autograde` executing, one after the
+other, a notebook that imports the student's modules into its own kernel and runs the same hidden
+suites there (no sandbox; a fresh kernel, torch import and model load per student). Prints seconds
+per submission, throughput, and the ratio. The baseline may be run on a subset because it is slow;
+the ratio compares per-submission throughput, measured on the same machine in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(KIT_ROOT))
+
+from bertlab.stubgen import EXERCISE_MODULES, strip_fences  # noqa: E402
+
+ASSIGNMENT = "week7"
+
+
+def build_cohort(n: int, seed: int = 0) -> dict[str, dict[str, str]]:
+    """student -> {filename: source}: about 60% solution copies, 30% mutants, 10% broken."""
+    rng = random.Random(seed)
+    solution = {f"{m}.py": strip_fences((KIT_ROOT / "solutions" / f"{m}.py").read_text()) for m in EXERCISE_MODULES}
+    mutants = sorted(p for p in (KIT_ROOT / "grader" / "mutants").glob("*") if p.is_dir() and p.name != "variants")
+    cohort = {}
+    for i in range(n):
+        files = dict(solution)
+        kind = rng.random()
+        if kind < 0.3 and mutants:
+            mutant = rng.choice(mutants)
+            files.update({p.name: p.read_text() for p in mutant.glob("*.py")})
+        elif kind < 0.4:
+            files[rng.choice(sorted(files))] = "def oops(:\n    pass\n"  # a syntax error
+        cohort[f"s{i:03d}"] = files
+    return cohort
+
+
+def write_submissions(course: Path, cohort: dict, notebook: nbformat.NotebookNode | None = None) -> None:
+    for student, files in cohort.items():
+        folder = course / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        if notebook is not None:
+            nbformat.write(notebook, folder / f"{ASSIGNMENT}.ipynb")
+
+
+def baseline_notebook(max_points: dict[str, float]) -> nbformat.NotebookNode:
+    """An nbgrader notebook that grades the modules next to it, in its own kernel, with the hidden suites."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    setup = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(KIT_ROOT)!r})\n"
+        "from bertlab.implementations import load_directory\n"
+        "from grader.scoring import run_hidden_suite\n"
+        "try:\n"
+        "    result = run_hidden_suite(load_directory(os.getcwd()), student='student', assignment='week7')\n"
+        "except Exception as exc:  # a module that does not import: no points anywhere\n"
+        "    result = {'tests': []}\n"
+        "def task_points(task):\n"
+        "    return sum(t['points'] for t in result['tests'] if t['task'] == task)\n"
+    )
+    cell = nbformat.v4.new_code_cell(setup)
+    cell.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": True, "grade_id": "setup",
+                                 "schema_version": 3}
+    nb.cells.append(cell)
+    for task, points in max_points.items():
+        cell = nbformat.v4.new_code_cell(f"assert task_points({task!r}) == {points!r}, task_points({task!r})")
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "grade_id": task,
+                                     "points": points, "schema_version": 3}
+        nb.cells.append(cell)
+    return nb
+
+
+def run_baseline(cohort: dict, max_points: dict[str, float], workdir: Path) -> float:
+    """Seconds for `nbgrader autograde` over the cohort (sequential, one kernel per student)."""
+    course = workdir / "nbgrader-course"
+    (course / "source" / ASSIGNMENT).mkdir(parents=True)
+    nb = baseline_notebook(max_points)
+    nbformat.write(nb, course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.CourseDirectory.root = %r\nc.ExecutePreprocessor.timeout = 600\n" % str(course))
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
+                   cwd=course, check=True, capture_output=True)
+    for student in cohort:
+        subprocess.run([sys.executable, "-m", "nbgrader", "db", "student", "add", student], cwd=course,
+                       check=True, capture_output=True)
+    write_submissions(course, cohort, nb)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--force"], cwd=course,
+                          capture_output=True, text=True)
+    elapsed = time.monotonic() - start
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:], file=sys.stderr)
+    return elapsed
+
+
+def run_bertlab(cohort: dict, workers: int, workdir: Path) -> tuple[float, dict]:
+    from grader.course import load_results
+    from grader.runner import grade_course
+
+    course = workdir / "bertlab-course"
+    write_submissions(course, cohort)
+    start = time.monotonic()
+    grade_course(course, ASSIGNMENT, workers=workers, quiet=True)
+    elapsed = time.monotonic() - start
+    return elapsed, load_results(course, ASSIGNMENT)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100, help="submissions in the cohort")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--baseline-n", type=int, default=10, help="submissions graded by the nbgrader baseline")
+    parser.add_argument("--keep", action="store_true", help="keep the course folders")
+    args = parser.parse_args(argv)
+
+    from grader.scoring import max_points_by_task
+
+    cohort = build_cohort(args.n)
+    workdir = Path(tempfile.mkdtemp(prefix="bertlab-cohort-"))
+    try:
+        ours, results = run_bertlab(cohort, args.workers, workdir)
+        baseline_cohort = dict(list(cohort.items())[: args.baseline_n])
+        theirs = run_baseline(baseline_cohort, max_points_by_task(), workdir) if args.baseline_n else float("nan")
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    per_ours, per_theirs = ours / args.n, theirs / max(args.baseline_n, 1)
+    report = {
+        "submissions": args.n, "workers": args.workers,
+        "bertlab_seconds": round(ours, 1), "bertlab_seconds_per_submission": round(per_ours, 3),
+        "bertlab_submissions_per_minute": round(args.n / ours * 60, 1),
+        "nbgrader_submissions": args.baseline_n, "nbgrader_seconds": round(theirs, 1),
+        "nbgrader_seconds_per_submission": round(per_theirs, 3),
+        "throughput_ratio": round(per_theirs / per_ours, 1),
+        "graded": len(results),
+    }
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
