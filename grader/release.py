@@ -1,0 +1,382 @@
+"""`bertlab release OUT`: write the student bundle, and prove it leaks nothing.
+
+The bundle is what a student (or a self-paced learner) installs with ``pip install -e OUT``:
+
+    OUT/README.md                 for students (set-up, tasks, how to check)
+    OUT/pyproject.toml            the kit's dependencies; packages bertlab and exercises; script bertlab
+    OUT/.gitignore                caches and the learner's .bertlab/ progress folder
+    OUT/.bertlab-bundle.json      marks OUT as a bundle (only such a folder is replaced by --force)
+    OUT/bertlab/                  the provided code, all of it
+    OUT/exercises/                stubs generated from solutions/ now, __init__.py, the lesson notebook
+    OUT/tests/conftest.py         the --impl seam
+    OUT/tests/public/             the public tests
+    OUT/docs/                     student-facing pages only (STUDENT_DOCS)
+
+Never in it: solutions/, grader/ (the grader, the demo cohort, the mutant bank), tests/hidden/,
+tests/kit/, instructor pages. The bundle is built in a staging folder next to OUT, scanned
+(``scan_bundle``: instructor-only paths, nbgrader fence lines, lines of the reference solutions'
+fenced bodies, byte copies of instructor-only files) and only then moved into place, so a leaky or
+half-written bundle never appears at OUT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from bertlab import __version__
+from bertlab.stubgen import BEGIN, END, EXERCISE_MODULES, expected_exercises
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+BUNDLE_MARKER = ".bertlab-bundle.json"
+# Student-facing docs (files or folders under docs/); everything else in docs/ is for instructors.
+STUDENT_DOCS = ("student-guide.md", "self-paced.md", "troubleshooting.md", "architecture.md", "concepts")
+# Never copied, wherever they appear.
+JUNK_NAMES = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis", ".benchmarks", ".bertlab",
+              ".DS_Store"}
+JUNK_SUFFIXES = (".pyc", ".pyo", ".egg-info")
+# Instructor-only: relative paths that must not exist in a bundle, and folder names that must not appear.
+FORBIDDEN_PATHS = (("solutions",), ("grader",), ("tests", "hidden"), ("tests", "kit"))
+FORBIDDEN_DIR_NAMES = {"solutions", "hidden", "mutants", "demo_cohort"}
+# nbgrader's markers: a line that starts with one of these is solution or hidden-test content.
+FENCES = (BEGIN, END, "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+# A line of a solution's fenced body this long (stripped) is distinctive enough to count as a leak.
+MIN_LEAK_LINE = 24
+
+STUDENT_README = """\
+# bertlab, week 7: transfer learning with BERT and Sentence-BERT
+
+You implement four small pieces of the lesson, test them with one command, then use them in the
+lesson notebook (`exercises/Week_7_encoder.ipynb`).
+
+| task | file | what you write |
+| --- | --- | --- |
+| cka | `exercises/cka.py` | `linear_cka`, `cka_matrix`: how similar two layers' representations are |
+| pooling | `exercises/pooling.py` | `masked_mean_pool`: one vector per sentence, padding ignored |
+| siamese | `exercises/siamese.py` | `SiameseBert`, `create_sbert`: Sentence-BERT around one shared encoder |
+| retrieval | `exercises/retrieval.py` | `semantic_search`, `SemanticIndex`: top-k search by cosine, in blocks |
+
+Work in that order: siamese uses your pooling, and retrieval is easiest once siamese works.
+
+## Set-up (Python 3.10 or newer; everything runs offline on a CPU)
+
+```bash
+pip install torch==2.13.0
+pip install -e .
+```
+
+Install torch first, on its own: left to choose, pip may pull a multi-gigabyte GPU build.
+
+## Check your work
+
+```bash
+bertlab check
+bertlab check --task cka
+bertlab check --task cka -v
+```
+
+`bertlab check` runs the public tests on your `exercises/` and prints, per task, how many tests pass,
+the first failure in full with a hint, your progress so far, and which task to work on next. It exits
+with status 0 only when every task passes. The same tests run with plain pytest:
+
+```bash
+python -m pytest tests/public --impl exercises -m cka
+```
+
+Your instructor grades with more tests than these, so passing here is necessary, not sufficient:
+read the docstrings (Inputs, Returns, Raises) and handle every case they describe.
+
+## Read more
+
+- `docs/student-guide.md`: the tasks, the ideas behind them, and the figures to expect.
+- `docs/self-paced.md`: working without an instructor (hints, progress, comparing with the reference).
+- `docs/concepts/`: one page per idea (CKA, pooling, Sentence-BERT, semantic search).
+"""
+
+BUNDLE_GITIGNORE = """\
+__pycache__/
+*.pyc
+*.egg-info/
+.pytest_cache/
+.hypothesis/
+.ipynb_checkpoints/
+.bertlab/
+"""
+
+
+class ReleaseError(ValueError):
+    """The bundle was not written: the message says why (target, or what would have leaked)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The command
+# ---------------------------------------------------------------------------------------------
+
+def release(out: Path, force: bool = False, kit_root: Path = KIT_ROOT,
+            log: Callable[[str], None] = print) -> Path:
+    """Write the student bundle to ``out`` and return its resolved path.
+
+    Refuses (ReleaseError) when ``out`` is inside the kit (or holds it), when it exists and is not
+    empty without ``force``, when ``force`` would replace a folder that is not an earlier bundle, and
+    when the scan finds anything instructor-only in the new bundle.
+    """
+    kit_root = Path(kit_root).resolve()
+    out = Path(out).expanduser().resolve()
+    if out == kit_root or kit_root in out.parents or out in kit_root.parents:
+        raise ReleaseError(f"{out} is inside the kit ({kit_root}) or contains it; write the bundle elsewhere, "
+                           "e.g. `bertlab release ../week7-student`.")
+    replacing = _check_target(out, force)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; the bundle is meant to be shared
+    try:
+        files = build_bundle(kit_root, staging, log=log)
+        problems = scan_bundle(staging, kit_root)
+        if problems:
+            raise ReleaseError("The bundle would leak instructor-only material, so nothing was written:\n"
+                               + "\n".join(f"- {p}" for p in problems))
+        if replacing:
+            shutil.rmtree(out)
+        elif out.exists():
+            out.rmdir()  # empty: checked above
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    log(f"Wrote the student bundle to {out} ({len(files)} files; scanned: no solutions, hidden tests or "
+        "grader files).")
+    log(f"Students: cd {out} && pip install torch==2.13.0 && pip install -e . && bertlab check")
+    return out
+
+
+def _check_target(out: Path, force: bool) -> bool:
+    """True when ``out`` holds an earlier bundle that --force may replace."""
+    if not out.exists():
+        return False
+    if not out.is_dir():
+        raise ReleaseError(f"{out} exists and is not a folder.")
+    if not any(out.iterdir()):
+        return False
+    if not force:
+        raise ReleaseError(f"{out} exists and is not empty; use --force to replace an earlier bundle.")
+    if not (out / BUNDLE_MARKER).is_file():
+        raise ReleaseError(f"{out} is not a bundle written by `bertlab release` (it has no {BUNDLE_MARKER}), "
+                           "so --force will not delete it. Remove it yourself or choose another folder.")
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Building
+# ---------------------------------------------------------------------------------------------
+
+def _is_junk(path: Path) -> bool:
+    return path.name in JUNK_NAMES or path.name.endswith(JUNK_SUFFIXES)
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst, ignore=lambda folder, names: [n for n in names if _is_junk(Path(folder) / n)])
+
+
+def build_bundle(kit_root: Path, dest: Path, log: Callable[[str], None] = print) -> list[Path]:
+    """Write every bundle file into the (empty) folder ``dest``; returns the files, relative to it."""
+    kit_root, dest = Path(kit_root), Path(dest)
+    _copy_tree(kit_root / "bertlab", dest / "bertlab")
+
+    exercises = dest / "exercises"
+    exercises.mkdir()
+    for item in sorted((kit_root / "exercises").iterdir()):
+        if _is_junk(item):
+            continue
+        if item.is_dir():
+            _copy_tree(item, exercises / item.name)
+        else:
+            shutil.copy2(item, exercises / item.name)
+    # The stubs are generated from solutions/ now, so a stale exercises/ can never ship.
+    for name, text in expected_exercises(kit_root).items():
+        committed = kit_root / "exercises" / name
+        if committed.is_file() and committed.read_text(encoding="utf-8") != text:
+            log(f"note: exercises/{name} differs from the stub generated from solutions/{name}; the bundle has "
+                "the generated one (run `bertlab build-exercises` to refresh your copy).")
+        (exercises / name).write_text(text, encoding="utf-8")
+
+    (dest / "tests").mkdir()
+    shutil.copy2(kit_root / "tests" / "conftest.py", dest / "tests" / "conftest.py")
+    _copy_tree(kit_root / "tests" / "public", dest / "tests" / "public")
+
+    (dest / "docs").mkdir()
+    for name in STUDENT_DOCS:
+        source = kit_root / "docs" / name
+        if source.is_dir():
+            _copy_tree(source, dest / "docs" / name)
+        elif source.is_file():
+            shutil.copy2(source, dest / "docs" / name)
+
+    (dest / "README.md").write_text(STUDENT_README, encoding="utf-8")
+    (dest / "pyproject.toml").write_text(bundle_pyproject(kit_root), encoding="utf-8")
+    (dest / ".gitignore").write_text(BUNDLE_GITIGNORE, encoding="utf-8")
+    (dest / BUNDLE_MARKER).write_text(json.dumps({
+        "bertlab_bundle": 1, "kit_version": __version__, "tasks": list(EXERCISE_MODULES),
+    }, indent=2) + "\n", encoding="utf-8")
+    return sorted(p.relative_to(dest) for p in dest.rglob("*") if p.is_file())
+
+
+def bundle_pyproject(kit_root: Path) -> str:
+    """The bundle's pyproject.toml: the kit's metadata and dependencies, packages bertlab and
+    exercises only, and pytest defaulting to ``--impl exercises`` (there are no solutions here)."""
+    kit = tomllib.loads((Path(kit_root) / "pyproject.toml").read_text(encoding="utf-8"))
+    project = dict(kit["project"])
+    project["description"] = "Week 7 student bundle of bertlab: " + project.get("description", "")
+    pytest_opts = dict(kit.get("tool", {}).get("pytest", {}).get("ini_options", {}))
+    pytest_opts["addopts"] = (pytest_opts.get("addopts", "") + " --impl exercises").strip()
+    package_data = {k: v for k, v in kit.get("tool", {}).get("setuptools", {}).get("package-data", {}).items()
+                    if k in ("bertlab", "exercises")}
+    project.setdefault("scripts", {"bertlab": "bertlab.cli:main"})
+    subtables = {k: v for k, v in project.items() if isinstance(v, dict) and k != "license"}
+    sections = [
+        ("build-system", kit["build-system"]),
+        ("project", {k: v for k, v in project.items() if k not in subtables}),
+        *((f"project.{k}", v) for k, v in subtables.items()),
+        ("tool.setuptools.packages.find", {"include": ["bertlab*", "exercises*"]}),
+        ("tool.setuptools.package-data", package_data),
+        ("tool.pytest.ini_options", pytest_opts),
+    ]
+    lines = ["# Generated by `bertlab release` from the kit's pyproject.toml.", ""]
+    for name, table in sections:
+        lines.append(f"[{name}]")
+        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("-", "").replace("_", "").isalnum() else json.dumps(key)
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string accepts JSON's escapes
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        return "[\n" + "".join(f"    {_toml_value(v)},\n" for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+# ---------------------------------------------------------------------------------------------
+# Scanning
+# ---------------------------------------------------------------------------------------------
+
+def _files(root: Path) -> Iterator[Path]:
+    return (p for p in sorted(Path(root).rglob("*")) if p.is_file())
+
+
+def _text_lines(path: Path) -> list[str] | None:
+    """The lines of a text file (a notebook's cell sources, decoded), or None for binary files."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return None
+    lines = text.splitlines()
+    if path.suffix == ".ipynb":
+        try:
+            cells = json.loads(text).get("cells", [])
+            for cell in cells:
+                source = cell.get("source", "")
+                lines += ("".join(source) if isinstance(source, list) else str(source)).splitlines()
+        except (ValueError, AttributeError):
+            pass
+    return lines
+
+
+def is_fence_line(line: str) -> bool:
+    """A line that is an nbgrader fence (also inside a notebook's JSON: quotes stripped)."""
+    stripped = line.strip().lstrip("\"'").strip()
+    return stripped.startswith(FENCES)
+
+
+def fenced_bodies(source: str) -> Iterator[str]:
+    """The lines between nbgrader's solution fences of one file."""
+    inside = False
+    for line in source.splitlines():
+        if line.strip() == BEGIN:
+            inside = True
+        elif line.strip() == END:
+            inside = False
+        elif inside:
+            yield line
+
+
+def solution_fingerprints(kit_root: Path) -> dict[str, str]:
+    """{distinctive stripped line: solution file} for every fenced body line of solutions/*.py that is
+    long enough and appears in no provided (shipped by design) bertlab/ file and no stub."""
+    kit_root = Path(kit_root)
+    shipped = set()
+    for path in list((kit_root / "bertlab").rglob("*.py")) + list((kit_root / "exercises").glob("*.py")):
+        shipped.update(line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+    shipped.update(line.strip() for text in expected_exercises(kit_root).values() for line in text.splitlines())
+    prints = {}
+    for path in sorted((kit_root / "solutions").glob("*.py")):
+        for line in fenced_bodies(path.read_text(encoding="utf-8")):
+            line = line.strip()
+            if len(line) >= MIN_LEAK_LINE and line not in shipped:
+                prints[line] = f"solutions/{path.name}"
+    return prints
+
+
+def _instructor_only_hashes(kit_root: Path) -> dict[str, str]:
+    """{sha256: path} of every instructor-only file with enough content to be recognisable."""
+    hashes = {}
+    for parts in FORBIDDEN_PATHS:
+        folder = Path(kit_root).joinpath(*parts)
+        if not folder.is_dir():
+            continue
+        for path in _files(folder):
+            if _is_junk(path) or any(_is_junk(p) for p in path.relative_to(kit_root).parents):
+                continue
+            data = path.read_bytes()
+            if len(data.strip()) >= 64:
+                hashes[hashlib.sha256(data).hexdigest()] = str(path.relative_to(kit_root))
+    return hashes
+
+
+def scan_bundle(bundle: Path, kit_root: Path = KIT_ROOT) -> list[str]:
+    """Every reason the bundle at ``bundle`` is not safe to give students (empty when it is)."""
+    bundle = Path(bundle)
+    problems: list[str] = []
+    fingerprints = solution_fingerprints(kit_root)
+    secret_files = _instructor_only_hashes(kit_root)
+    for path in _files(bundle):
+        rel = path.relative_to(bundle)
+        if any(rel.parts[: len(parts)] == parts for parts in FORBIDDEN_PATHS) \
+                or FORBIDDEN_DIR_NAMES & set(rel.parts[:-1]):
+            problems.append(f"{rel}: instructor-only path")
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest in secret_files:
+            problems.append(f"{rel}: a copy of {secret_files[digest]}")
+        lines = _text_lines(path)
+        if lines is None:
+            continue
+        for number, line in enumerate(lines, 1):
+            if is_fence_line(line):
+                problems.append(f"{rel}:{number}: nbgrader fence {line.strip()!r}")
+            elif line.strip() in fingerprints:
+                problems.append(f"{rel}:{number}: a line of {fingerprints[line.strip()]}'s solution "
+                                f"({line.strip()[:60]!r})")
+    return problems
+
+
+def bundle_files(bundle: Path) -> Iterable[Path]:
+    """Every file of a bundle, relative to it (for listings and tests)."""
+    return [p.relative_to(bundle) for p in _files(bundle)]

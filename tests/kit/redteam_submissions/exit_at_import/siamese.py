@@ -1,0 +1,4 @@
+"""Calls sys.exit while being imported."""
+import sys
+
+sys.exit(0)

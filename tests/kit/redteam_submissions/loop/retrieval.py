@@ -1,0 +1,3 @@
+"""Never finishes importing: only retrieval may fail for it."""
+while True:
+    pass

@@ -1,0 +1,209 @@
+"""`bertlab release OUT`: the student bundle holds what a student needs, leaks nothing instructor-only,
+installs, and its public tests and `bertlab check` run inside it.
+
+The leak checks here are written independently of grader.release.scan_bundle (which release runs
+before publishing), and scan_bundle is itself tested on planted leaks.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from bertlab.cli import main
+from bertlab.stubgen import EXERCISE_MODULES
+from grader import release as rel
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+FENCE = "### BEGIN SOLUTION"
+
+
+def quiet(*_):
+    pass
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    return rel.release(tmp_path_factory.mktemp("release") / "week7-student", log=quiet)
+
+
+def bundle_files(bundle: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(bundle)): p.read_bytes() for p in sorted(bundle.rglob("*")) if p.is_file()}
+
+
+def in_bundle(bundle: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "BERTLAB_ROOT"}
+    env.update(PYTHONPATH=str(bundle), HF_HUB_OFFLINE="1", NO_COLOR="1")
+    return subprocess.run([sys.executable, *args], cwd=bundle, env=env, capture_output=True, text=True, timeout=600)
+
+
+# ---------------------------------------------------------------------------------------------
+# Contents
+# ---------------------------------------------------------------------------------------------
+
+def test_bundle_holds_what_a_student_needs(bundle):
+    files = bundle_files(bundle)
+    needed = ["README.md", "pyproject.toml", ".gitignore", rel.BUNDLE_MARKER, "exercises/__init__.py",
+              "tests/conftest.py", "tests/public/__init__.py", "docs/architecture.md"]
+    needed += [f"exercises/{t}.py" for t in EXERCISE_MODULES]
+    needed += [str(p.relative_to(KIT_ROOT)) for p in (KIT_ROOT / "bertlab").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts]
+    needed += [str(p.relative_to(KIT_ROOT)) for p in (KIT_ROOT / "tests" / "public").glob("*.py")]
+    needed += [str(p.relative_to(KIT_ROOT)) for p in (KIT_ROOT / "exercises").glob("*.ipynb")]
+    needed += [f"docs/{name}" for name in ("student-guide.md", "self-paced.md") if (KIT_ROOT / "docs" / name).exists()]
+    needed += [str(p.relative_to(KIT_ROOT)) for p in (KIT_ROOT / "docs" / "concepts").glob("*.md")]
+    missing = [name for name in needed if name not in files]
+    assert not missing, f"the bundle lacks {missing}"
+    for task in EXERCISE_MODULES:  # the stubs are the generated ones, byte for byte
+        assert files[f"exercises/{task}.py"] == (KIT_ROOT / "exercises" / f"{task}.py").read_bytes()
+    assert "bertlab check" in files["README.md"].decode()
+
+
+def test_bundle_holds_nothing_instructor_only(bundle):
+    files = bundle_files(bundle)
+    for name in files:
+        top = Path(name).parts
+        assert top[0] not in ("solutions", "grader", "benchmarks"), name
+        assert top[:2] not in (("tests", "hidden"), ("tests", "kit")), name
+        assert not name.endswith(".pyc") and "__pycache__" not in top, name
+    assert "docs/instructor-guide.md" not in files and "docs/hidden-suites.md" not in files
+
+
+def test_no_solution_code_anywhere_in_the_bundle(bundle):
+    texts = {name: data.decode("utf-8", errors="replace") for name, data in bundle_files(bundle).items()}
+    # The fence text appears only as the constant stubgen uses to find fences, never as a fence line.
+    holders = {name for name, text in texts.items() if FENCE in text}
+    assert holders <= {"bertlab/stubgen.py"}, holders
+    for line in texts["bertlab/stubgen.py"].splitlines():
+        assert not line.strip().startswith("###"), line
+    # Distinctive lines of every reference body: in no bundle file. (A line that the provided code
+    # of bertlab/ also has, e.g. a generic argument check, is public by design.)
+    stubs = {f"{t}.py": (KIT_ROOT / "exercises" / f"{t}.py").read_text() for t in EXERCISE_MODULES}
+    provided = "\n".join(p.read_text() for p in (KIT_ROOT / "bertlab").rglob("*.py"))
+    checked = 0
+    for path in sorted((KIT_ROOT / "solutions").glob("*.py")):
+        for body in path.read_text().split(FENCE)[1:]:
+            for line in body.split("### END SOLUTION")[0].splitlines():
+                line = line.strip()
+                if len(line) < 30 or line in stubs.get(path.name, "") or line in provided:
+                    continue
+                checked += 1
+                leaks = [name for name, text in texts.items() if line in text]
+                assert not leaks, f"{path.name} line {line!r} is in {leaks}"
+    assert checked > 40, f"only {checked} distinctive solution lines: is the fence text still {FENCE!r}?"
+
+
+def test_no_hidden_test_or_grader_file_in_the_bundle(bundle):
+    texts = {name: data.decode("utf-8", errors="replace") for name, data in bundle_files(bundle).items()}
+    contents = set(bundle_files(bundle).values())
+    secret = [p for folder in ("tests/hidden", "grader", "solutions") for p in (KIT_ROOT / folder).rglob("*")
+              if p.is_file() and "__pycache__" not in p.parts and len(p.read_bytes().strip()) > 64]
+    assert secret, "nothing instructor-only found to compare with"
+    copies = [str(p.relative_to(KIT_ROOT)) for p in secret if p.read_bytes() in contents]
+    assert not copies, f"copied into the bundle: {copies}"
+    public_names = {node.name for p in (KIT_ROOT / "tests" / "public").glob("test_*.py")
+                    for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.FunctionDef)}
+    hidden_only = {node.name for p in (KIT_ROOT / "tests" / "hidden").rglob("test_*.py")
+                   for node in ast.walk(ast.parse(p.read_text()))
+                   if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")} - public_names
+    leaked = sorted(name for name in hidden_only
+                    if any(re.search(rf"\b{name}\b", text) for text in texts.values()))
+    assert not leaked, f"hidden test names in the bundle: {leaked}"
+
+
+def test_bundle_pyproject_installs_bertlab_and_exercises_only(bundle):
+    kit = tomllib.loads((KIT_ROOT / "pyproject.toml").read_text())
+    ours = tomllib.loads((bundle / "pyproject.toml").read_text())
+    assert ours["project"]["dependencies"] == kit["project"]["dependencies"]
+    assert ours["project"]["scripts"] == {"bertlab": "bertlab.cli:main"}
+    assert ours["tool"]["setuptools"]["packages"]["find"]["include"] == ["bertlab*", "exercises*"]
+    assert ours["tool"]["setuptools"]["package-data"]["bertlab"] == ["data/**/*"]
+    assert ours["tool"]["pytest"]["ini_options"]["addopts"].endswith("--impl exercises")
+    assert ours["tool"]["pytest"]["ini_options"]["markers"] == kit["tool"]["pytest"]["ini_options"]["markers"]
+    assert json.loads((bundle / rel.BUNDLE_MARKER).read_text())["tasks"] == list(EXERCISE_MODULES)
+
+
+# ---------------------------------------------------------------------------------------------
+# It runs
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [["tests/public", "--impl", "exercises"], ["-m", "pooling"]],
+                         ids=["explicit-impl", "bundle-default-impl"])
+def test_public_tests_run_in_the_bundle_and_say_not_implemented(bundle, args):
+    result = in_bundle(bundle, "-m", "pytest", *args, "-q", "-x")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "is not implemented yet" in result.stdout, result.stdout[-3000:]
+    assert "1 failed" in result.stdout
+
+
+def test_bertlab_check_runs_in_the_bundle(bundle, tmp_path):
+    copy = Path(shutil.copytree(bundle, tmp_path / "bundle"))  # check writes .bertlab/ progress
+    result = in_bundle(copy, "-m", "bertlab.cli", "check", "--task", "cka")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"in {copy.resolve()}" in result.stdout
+    assert "not started" in result.stdout and "Next: start task cka" in result.stdout
+
+
+def test_instructor_commands_say_so_in_the_bundle(bundle):
+    result = in_bundle(bundle, "-m", "bertlab.cli", "grade-one", "somewhere")
+    assert result.returncode == 2
+    assert "instructor command" in result.stderr and "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Refusals and the scan
+# ---------------------------------------------------------------------------------------------
+
+def test_release_command_writes_refuses_and_replaces(tmp_path):
+    out = tmp_path / "student"
+    assert main(["release", str(out)]) == 0
+    assert (out / "exercises" / "cka.py").is_file()
+    (out / "stale.txt").write_text("from an earlier release")
+    with pytest.raises(rel.ReleaseError, match="not empty; use --force"):
+        rel.release(out, log=quiet)
+    assert main(["release", str(out), "--force"]) == 0
+    assert not (out / "stale.txt").exists() and (out / "exercises" / "cka.py").is_file()
+    assert not [p for p in tmp_path.iterdir() if "staging" in p.name], "staging folder left behind"
+
+
+def test_release_refuses_the_kit_itself_and_folders_it_did_not_write(tmp_path):
+    for inside in (KIT_ROOT / "student", KIT_ROOT, KIT_ROOT.parent):
+        with pytest.raises(rel.ReleaseError, match="inside the kit"):
+            rel.release(inside, force=True, log=quiet)
+    assert not (KIT_ROOT / "student").exists()
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    with pytest.raises(rel.ReleaseError, match="not a bundle written by"):
+        rel.release(precious, force=True, log=quiet)
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert rel.release(empty, log=quiet) == empty.resolve()
+
+
+def test_scan_finds_planted_leaks(bundle, tmp_path):
+    planted = Path(shutil.copytree(bundle, tmp_path / "planted"))
+    assert rel.scan_bundle(planted, KIT_ROOT) == []
+    solution_line = next(iter(rel.solution_fingerprints(KIT_ROOT)))
+    (planted / "docs" / "cheat.md").write_text(f"Here is how:\n\n    {solution_line}\n")
+    notebook = {"cells": [{"cell_type": "code", "source": ["def f():\n", "    ### BEGIN SOLUTION\n", "    return 1\n"]}]}
+    (planted / "exercises" / "extra.ipynb").write_text(json.dumps(notebook, indent=1))
+    hidden = next(p for p in sorted((KIT_ROOT / "tests" / "hidden").glob("*.py")) if len(p.read_bytes()) > 64)
+    shutil.copy(hidden, planted / "tests" / "public" / "renamed.py")
+    (planted / "grader").mkdir()
+    (planted / "grader" / "x.txt").write_text("x")
+    problems = "\n".join(rel.scan_bundle(planted, KIT_ROOT))
+    assert "docs/cheat.md:3: a line of solutions/" in problems
+    assert "exercises/extra.ipynb" in problems and "nbgrader fence" in problems
+    assert f"tests/public/renamed.py: a copy of tests/hidden/{hidden.name}" in problems
+    assert "grader/x.txt: instructor-only path" in problems
