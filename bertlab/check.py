@@ -595,12 +595,20 @@ class PlainDisplay:
 
     def __init__(self, stream=None):
         self.out = stream or sys.stdout
+        self._closed = False
         self._line_task: Optional[str] = None
         self._tests: dict[str, TestResult] = {}
 
     def _print(self, text: str = "", end: str = "\n") -> None:
-        self.out.write(text + end)
-        self.out.flush()
+        if self._closed:
+            return
+        try:
+            self.out.write(text + end)
+            self.out.flush()
+        except BrokenPipeError:  # the reader left (`bertlab check | head`): finish the run silently
+            self._closed = True
+            if self.out is sys.stdout:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
     def start(self, root: Path, tasks: Sequence[str], impl: str) -> None:
         self._print(f"bertlab check: public tests of {', '.join(tasks)} on {impl} in {root}")

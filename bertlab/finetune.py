@@ -59,7 +59,7 @@ PRESETS: dict[str, FinetuneSettings] = {
                                eval_each_epoch=True, logging_steps=50),
     "cpu": FinetuneSettings(n_train=1000, n_eval=500, epochs=1, learning_rate=5e-5, batch_size=16,
                             max_length=128, scratch_learning_rate=1e-3, scratch_d_model=128, logging_steps=4),
-    "fast": FinetuneSettings(n_train=48, n_eval=32, epochs=1, learning_rate=5e-5, batch_size=16,
+    "fast": FinetuneSettings(n_train=32, n_eval=32, epochs=1, learning_rate=5e-5, batch_size=16,
                              max_length=32, scratch_learning_rate=1e-3, scratch_d_model=32, logging_steps=1),
 }
 
@@ -126,7 +126,7 @@ def scratch_classifier(vocab_size: int, pad_id: int, pool: PoolFn, d_model: int 
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def silenced_transformers():
     """Silence transformers' weight-loading bars and info warnings; our callback reports progress."""
     from transformers.utils import logging as hf_logging
 
@@ -184,7 +184,7 @@ def train_and_evaluate(model: nn.Module, tokenizer, train: Sequence[Review], hel
     set_seed(settings.seed)
     train_data = ReviewDataset(tokenizer, train, settings.max_length)
     eval_data = ReviewDataset(tokenizer, held_out, settings.max_length)
-    with tempfile.TemporaryDirectory(prefix="bertlab-trainer-") as output_dir, _quiet_transformers():
+    with tempfile.TemporaryDirectory(prefix="bertlab-trainer-") as output_dir, silenced_transformers():
         epoch_strategy = "epoch" if settings.eval_each_epoch else "no"
         args = TrainingArguments(
             output_dir=output_dir,
@@ -249,7 +249,7 @@ def finetune_classifier(model_name_or_model: Union[str, nn.Module] = "minilm", t
 
         tokenizer = tokenizer or load_tokenizer(model_name_or_model)
         set_seed(settings.seed)  # the new head's initial weights
-        with _quiet_transformers():
+        with silenced_transformers():
             model = _from_pretrained(AutoModelForSequenceClassification, model_name_or_model, num_labels=2)
     else:
         if tokenizer is None:

@@ -71,6 +71,14 @@ def load_lesson_implementation(target: Optional[str] = None) -> Implementation:
     return load_implementation(_current_target)
 
 
+def quiet_transformers() -> None:
+    """No progress bars (weight loading, saving) and only errors from transformers' logger: clean outputs."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def fast_mode() -> bool:
     """True when ``$BERTLAB_FAST`` is set to 1/true/yes: tiny training runs, for CI."""
     return os.environ.get(FAST_ENV, "").strip().lower() in ("1", "true", "yes", "on")

@@ -251,7 +251,7 @@ class SmallMLMRecipe:
 
 LESSON_RECIPE = SmallMLMRecipe()
 # A few seconds: the notebook's CI run (BERTLAB_FAST=1) and quick checks; it learns next to nothing.
-FAST_RECIPE = SmallMLMRecipe(n_reviews=200, steps=8, batch_size=16, warmup_steps=2, n_held_out=64)
+FAST_RECIPE = SmallMLMRecipe(n_reviews=100, max_length=32, steps=4, batch_size=8, warmup_steps=1, n_held_out=16)
 
 
 @dataclass
@@ -303,8 +303,11 @@ def _save_atomically(model, info: dict, path: Path) -> None:
     # half-written entry that a later run would load.
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
+    from .finetune import silenced_transformers
+
     try:
-        model.save_pretrained(staging)
+        with silenced_transformers():
+            model.save_pretrained(staging)
         (staging / "info.json").write_text(json.dumps(info, indent=1))
         if path.exists():
             shutil.rmtree(path)

@@ -18,8 +18,8 @@ COHORT_DIR = Path(__file__).resolve().parent / "demo_cohort"
 ASSIGNMENT = "week7"
 
 # dave's bugs: (mutant in grader/mutants/, the file taken from it).
-BUGGY_FROM_BANK = (("cka_no_centering", "cka.py"), ("pooling_padded_length", "pooling.py"),
-                   ("retrieval_ascending", "retrieval.py"))
+BUGGY_FROM_BANK = (("cka_no_centering", "cka.py"), ("pool_divide_by_length", "pooling.py"),
+                   ("ret_ascending", "retrieval.py"))
 
 
 def _solution_files() -> dict[str, str]:

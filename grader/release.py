@@ -8,7 +8,7 @@ The bundle is what a student (or a self-paced learner) installs with ``pip insta
     OUT/.bertlab-bundle.json      marks OUT as a bundle (only such a folder is replaced by --force)
     OUT/bertlab/                  the provided code, all of it
     OUT/exercises/                stubs generated from solutions/ now, __init__.py, the lesson notebook
-    OUT/tests/conftest.py         the --impl seam
+    OUT/tests/conftest.py         the --impl seam, defaulting to exercises (plain `pytest` works)
     OUT/tests/public/             the public tests
     OUT/docs/                     student-facing pages only (STUDENT_DOCS)
 
@@ -46,6 +46,8 @@ FORBIDDEN_PATHS = (("solutions",), ("grader",), ("tests", "hidden"), ("tests", "
 FORBIDDEN_DIR_NAMES = {"solutions", "hidden", "mutants", "demo_cohort"}
 # nbgrader's markers: a line that starts with one of these is solution or hidden-test content.
 FENCES = (BEGIN, END, "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+# The --impl default of tests/conftest.py, and what it becomes in the bundle (which has no solutions/).
+_IMPL_DEFAULT, _BUNDLE_IMPL_DEFAULT = 'default="solutions"', 'default="exercises"'
 # A line of a solution's fenced body this long (stripped) is distinctive enough to count as a leak.
 MIN_LEAK_LINE = 24
 
@@ -105,6 +107,7 @@ __pycache__/
 *.egg-info/
 .pytest_cache/
 .hypothesis/
+.benchmarks/
 .ipynb_checkpoints/
 .bertlab/
 """
@@ -206,7 +209,13 @@ def build_bundle(kit_root: Path, dest: Path, log: Callable[[str], None] = print)
         (exercises / name).write_text(text, encoding="utf-8")
 
     (dest / "tests").mkdir()
-    shutil.copy2(kit_root / "tests" / "conftest.py", dest / "tests" / "conftest.py")
+    conftest = (kit_root / "tests" / "conftest.py").read_text(encoding="utf-8")
+    if conftest.count(_IMPL_DEFAULT) == 1:  # there are no solutions here: plain `pytest` tests exercises/
+        conftest = conftest.replace(_IMPL_DEFAULT, _BUNDLE_IMPL_DEFAULT)
+    else:
+        log(f"note: tests/conftest.py no longer has {_IMPL_DEFAULT}; in the bundle, plain `pytest` needs "
+            "--impl exercises.")
+    (dest / "tests" / "conftest.py").write_text(conftest, encoding="utf-8")
     _copy_tree(kit_root / "tests" / "public", dest / "tests" / "public")
 
     (dest / "docs").mkdir()
@@ -227,13 +236,12 @@ def build_bundle(kit_root: Path, dest: Path, log: Callable[[str], None] = print)
 
 
 def bundle_pyproject(kit_root: Path) -> str:
-    """The bundle's pyproject.toml: the kit's metadata and dependencies, packages bertlab and
-    exercises only, and pytest defaulting to ``--impl exercises`` (there are no solutions here)."""
+    """The bundle's pyproject.toml: the kit's metadata, dependencies and pytest settings; packages
+    bertlab and exercises only."""
     kit = tomllib.loads((Path(kit_root) / "pyproject.toml").read_text(encoding="utf-8"))
     project = dict(kit["project"])
     project["description"] = "Week 7 student bundle of bertlab: " + project.get("description", "")
-    pytest_opts = dict(kit.get("tool", {}).get("pytest", {}).get("ini_options", {}))
-    pytest_opts["addopts"] = (pytest_opts.get("addopts", "") + " --impl exercises").strip()
+    pytest_opts = kit.get("tool", {}).get("pytest", {}).get("ini_options", {})
     package_data = {k: v for k, v in kit.get("tool", {}).get("setuptools", {}).get("package-data", {}).items()
                     if k in ("bertlab", "exercises")}
     project.setdefault("scripts", {"bertlab": "bertlab.cli:main"})

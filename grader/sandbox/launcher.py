@@ -629,7 +629,7 @@ class Session:
                 self.module_errors = modules if isinstance(modules, dict) else {}
                 return
             elif op != "hello":
-                self._kill()
+                self._drop_child()
                 raise SubmissionCrashed(f"protocol violation while starting: unexpected {op!r}")
 
     def _drop_child(self) -> None:
@@ -639,9 +639,6 @@ class Session:
         child.chan.close()
         if child.template_generation == self.sandbox.generation:
             self.sandbox.end_job(child.job)
-
-    def _kill(self) -> None:
-        self._drop_child()
 
     def close(self) -> None:
         if not self._closed:
@@ -662,7 +659,7 @@ class Session:
             except _TemplateFailed:
                 pass
             status = self.sandbox.exited.get(child.job)
-        self._kill()
+        self._drop_child()
         if status is not None:
             if status.get("signal"):
                 try:

@@ -38,8 +38,14 @@ def bundle(released, tmp_path) -> Path:
 
 
 def run_check(bundle: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in (check.ROOT_ENV, check.TIMEOUT_ENV)}
-    environ.update(PYTHONPATH=str(bundle), HF_HUB_OFFLINE="1", **env)
+    """`bertlab check ARGS` in the bundle, as a student runs it. The kit's instructor-only packages,
+    installed here in editable mode, are shadowed by stand-ins that fail to import."""
+    shadow = bundle.parent / "shadow"
+    for name in ("solutions", "grader"):
+        (shadow / name).mkdir(parents=True, exist_ok=True)
+        (shadow / name / "__init__.py").write_text(f"raise ModuleNotFoundError(name={name!r})\n")
+    environ = {k: v for k, v in os.environ.items() if k not in (check.ROOT_ENV, check.TIMEOUT_ENV, "NO_COLOR")}
+    environ.update(PYTHONPATH=os.pathsep.join([str(bundle), str(shadow)]), HF_HUB_OFFLINE="1", **env)
     return subprocess.run([sys.executable, "-m", "bertlab.cli", "check", *args], cwd=bundle, env=environ,
                           capture_output=True, text=True, timeout=900)
 

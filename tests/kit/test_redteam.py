@@ -260,11 +260,11 @@ def test_killing_the_template_restarts_it(sb):
             pass  # whether the reply beat the template's death is a race; both are fine
     with sb.session(sources("correct")) as impl:
         assert impl.cka.linear_cka(X, Y) == pytest.approx(reference_cka(X, Y))
-    assert sb.generation == generation + 1
+    assert sb.generation > generation
 
 
 def test_freezing_the_template_gets_it_replaced(sb):
     generation = sb.generation
     with sb.session(sources("stop_template")) as impl:
         assert impl.cka.linear_cka(X, Y) == 1.0
-    assert sb.generation == generation + 1  # it stopped answering, so it was replaced
+    assert sb.generation > generation  # it stopped answering, so it was replaced

@@ -40,9 +40,20 @@ def bundle_files(bundle: Path) -> dict[str, bytes]:
     return {str(p.relative_to(bundle)): p.read_bytes() for p in sorted(bundle.rglob("*")) if p.is_file()}
 
 
+def student_pythonpath(bundle: Path, shadow: Path) -> str:
+    """PYTHONPATH for running a bundle as a student would: the bundle first, then stand-ins that make
+    the kit's instructor-only packages (installed here, in editable mode) unimportable."""
+    for name in ("solutions", "grader"):
+        (shadow / name).mkdir(parents=True, exist_ok=True)
+        (shadow / name / "__init__.py").write_text(
+            f'raise ModuleNotFoundError("No module named {name!r} (not in the student bundle)", name={name!r})\n')
+    return os.pathsep.join([str(bundle), str(shadow)])
+
+
 def in_bundle(bundle: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "BERTLAB_ROOT"}
-    env.update(PYTHONPATH=str(bundle), HF_HUB_OFFLINE="1", NO_COLOR="1")
+    env.update(PYTHONPATH=student_pythonpath(bundle, bundle.parent / f"{bundle.name}-shadow"),
+               HF_HUB_OFFLINE="1", NO_COLOR="1")
     return subprocess.run([sys.executable, *args], cwd=bundle, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -120,15 +131,15 @@ def test_no_hidden_test_or_grader_file_in_the_bundle(bundle):
     assert not leaked, f"hidden test names in the bundle: {leaked}"
 
 
-def test_bundle_pyproject_installs_bertlab_and_exercises_only(bundle):
+def test_bundle_pyproject_and_conftest(bundle):
     kit = tomllib.loads((KIT_ROOT / "pyproject.toml").read_text())
     ours = tomllib.loads((bundle / "pyproject.toml").read_text())
     assert ours["project"]["dependencies"] == kit["project"]["dependencies"]
     assert ours["project"]["scripts"] == {"bertlab": "bertlab.cli:main"}
     assert ours["tool"]["setuptools"]["packages"]["find"]["include"] == ["bertlab*", "exercises*"]
     assert ours["tool"]["setuptools"]["package-data"]["bertlab"] == ["data/**/*"]
-    assert ours["tool"]["pytest"]["ini_options"]["addopts"].endswith("--impl exercises")
-    assert ours["tool"]["pytest"]["ini_options"]["markers"] == kit["tool"]["pytest"]["ini_options"]["markers"]
+    assert ours["tool"]["pytest"]["ini_options"] == kit["tool"]["pytest"]["ini_options"]
+    assert 'default="exercises"' in (bundle / "tests" / "conftest.py").read_text()  # no solutions here
     assert json.loads((bundle / rel.BUNDLE_MARKER).read_text())["tasks"] == list(EXERCISE_MODULES)
 
 

@@ -108,7 +108,7 @@ hostile_json = st.recursive(
     max_leaves=25)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(hostile_json)
 def test_decoding_arbitrary_json_fails_only_as_a_protocol_error(data):
     try:

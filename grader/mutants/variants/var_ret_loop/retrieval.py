@@ -1,0 +1,124 @@
+"""Task retrieval: semantic search over pre-computed sentence embeddings.
+
+Offline, every corpus text is encoded once (SemanticIndex.add). Online, a query is encoded and scored
+against every corpus vector by cosine similarity; the top_k best come back. Scoring Q queries against
+N corpus vectors is a [Q, N] matrix: for a million-text corpus that matrix would not fit in memory, so
+semantic_search walks the corpus in blocks and keeps a running top-k.
+
+Ties: equal scores are ordered by ascending corpus index, so results are reproducible.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, NamedTuple, Sequence, Union
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
+
+# Upper bound on the number of scores materialised at once (a [queries, corpus] block): 2**24
+# float32 scores are 64 MiB, small enough for any laptop, large enough to keep BLAS efficient.
+MAX_BLOCK_SCORES = 2**24
+
+
+def semantic_search(
+    query_embeddings: Union[Float[Tensor, "Q D"], Float[Tensor, "D"]],
+    corpus_embeddings: Float[Tensor, "N D"],
+    top_k: int = 10,
+) -> tuple[Float[Tensor, "Q k"], Int[Tensor, "Q k"]]:
+    """One query at a time: a full stable sort of its N cosines (one [N] row in memory at a time)."""
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise ValueError("top_k must be a positive integer")
+    queries = torch.as_tensor(query_embeddings)
+    corpus = torch.as_tensor(corpus_embeddings)
+    if queries.dim() == 1:
+        queries = queries[None, :]
+    if queries.dim() != 2 or corpus.dim() != 2 or queries.shape[1] != corpus.shape[1]:
+        raise ValueError(f"shapes do not match: {tuple(queries.shape)} vs {tuple(corpus.shape)}")
+    dtype = torch.float64 if torch.float64 in (queries.dtype, corpus.dtype) else torch.float32
+    unit_corpus = F.normalize(corpus.to(dtype), dim=1)
+    k = min(top_k, corpus.shape[0])
+    all_scores, all_indices = [], []
+    for q in F.normalize(queries.to(dtype), dim=1):
+        cosines = unit_corpus @ q
+        ranked = torch.sort(cosines, descending=True, stable=True)
+        all_scores.append(ranked.values[:k])
+        all_indices.append(ranked.indices[:k])
+    if not all_scores:
+        return torch.empty(0, k, dtype=dtype), torch.empty(0, k, dtype=torch.long)
+    return torch.stack(all_scores), torch.stack(all_indices)
+
+
+def _topk_ties_by_index(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """torch.topk, except that equal scores are ordered by ascending column index.
+
+    topk's order among equal values is unspecified, and at the k-th place it may even keep a later
+    column over an earlier one. Rows where the k-th score is tied beyond k fall back to a stable sort.
+    """
+    values, indices = torch.topk(scores, k, dim=1)
+    # Re-order within ties: stable sort of the (index-sorted) candidates by descending score.
+    by_index = torch.sort(indices, dim=1)
+    values = values.gather(1, by_index.indices)
+    order = torch.sort(values, dim=1, descending=True, stable=True).indices
+    values, indices = values.gather(1, order), by_index.values.gather(1, order)
+    if k > 0:
+        tied_beyond_k = (scores >= values[:, -1:]).sum(dim=1) > k
+        if tied_beyond_k.any():
+            rows = tied_beyond_k.nonzero().squeeze(1)
+            exact = torch.sort(scores[rows], dim=1, descending=True, stable=True)
+            values[rows] = exact.values[:, :k]
+            indices[rows] = exact.indices[:, :k]
+    return values, indices
+
+
+class Hit(NamedTuple):
+    """One search result: the corpus position, its cosine score and its text."""
+
+    corpus_id: int
+    score: float
+    text: str
+
+
+class SemanticIndex:
+    """Offline indexing, online search.
+
+    ``encode`` turns a list of n texts into an [n, D] tensor of embeddings (e.g. a SiameseBert's
+    encode after tokenising). Each text is encoded once, when it is added.
+    """
+
+    def __init__(self, encode: Callable[[List[str]], Float[Tensor, "n D"]]):
+        self._encode = encode
+        self._texts: list[str] = []
+        self._blocks: list[Tensor] = []  # one [n_i, D] tensor per add() call; concatenated lazily
+
+    def add(self, texts: Sequence[str]) -> None:
+        """Encode ``texts`` once and append them to the index (corpus ids continue from len(self))."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if not texts:
+            return
+        embeddings = torch.as_tensor(self._encode(texts)).detach()
+        if embeddings.dim() != 2 or embeddings.shape[0] != len(texts):
+            raise ValueError(
+                f"encode returned shape {tuple(embeddings.shape)} for {len(texts)} texts; expected [n, D]."
+            )
+        self._texts.extend(texts)
+        self._blocks.append(embeddings)
+
+    def search(self, queries: Union[str, Sequence[str]], top_k: int = 10) -> list[list[Hit]]:
+        """The top_k hits for each query, best first: one list of Hit per query."""
+        queries = [queries] if isinstance(queries, str) else list(queries)
+        if not queries:
+            return []
+        if not self._texts:
+            return [[] for _ in queries]
+        if len(self._blocks) > 1:  # consolidate once, not on every search
+            self._blocks = [torch.cat(self._blocks)]
+        scores, indices = semantic_search(torch.as_tensor(self._encode(queries)), self._blocks[0], top_k)
+        return [
+            [Hit(int(i), float(s), self._texts[int(i)]) for s, i in zip(row_scores, row_indices)]
+            for row_scores, row_indices in zip(scores.tolist(), indices.tolist())
+        ]
+
+    def __len__(self) -> int:
+        return len(self._texts)

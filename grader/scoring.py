@@ -1,0 +1,290 @@
+"""Scoring a submission: run the hidden suites in process and build its results dict (SPEC.md).
+
+``run_hidden_suite(impl, student=...)`` runs ``pytest tests/hidden`` in THIS process (pytest.main with
+a plugin object) with ``config.bertlab_impl = impl``: the conftest's ``impl`` fixture returns it, so
+the tests talk to the sandboxed proxy (or an in-process implementation for the audit). The plugin
+records, per test: its task (marker), its points (``@pytest.mark.points(n)``), the outcome and a
+message the student may read.
+
+Outcomes:
+    passed    the test passed (performance tests may pass with full points only)
+    failed    a check of the test failed (an assertion / pytest.fail in tests/hidden or the grader)
+    timeout   the submission did not answer in time (grader.remote.SubmissionTimeout)
+    error     the test could not run (set-up failed) or the submission crashed or raised something
+              unexpected (NotImplementedError from an untouched stub included)
+
+Messages: the explicit message of the check, cut before pytest's assertion introspection (which
+quotes test source); for errors, the exception type and message. Never the test source, never a
+traceback of the grader's files. Capped in lines and characters.
+
+The function is called once per submission by a cohort grader process, many times over: the
+hidden suites' heavy inputs live in ``hidden.reference_data`` (imported once and kept), and the max
+points are collected once (``max_points_by_task``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import pytest
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+TESTS_DIR = KIT_ROOT / "tests"
+HIDDEN_DIR = TESTS_DIR / "hidden"
+TASKS = ("cka", "pooling", "siamese", "retrieval", "performance")
+CORRECTNESS_TASKS = TASKS[:4]
+POINTS_PROPERTY = "bertlab_points_fraction"  # set by performance tests that earn part of their points
+MAX_MESSAGE_LINES = 12
+MAX_MESSAGE_CHARS = 1500
+
+_MAX_POINTS: dict[tuple, dict] = {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Exceptions from the sandbox (grader/remote.py), looked up lazily
+# ---------------------------------------------------------------------------------------------
+
+def _remote_classes() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(timeout classes, crash classes); empty where grader.remote is not available."""
+    try:
+        from grader.remote import SubmissionCrashed, SubmissionTimeout
+    except ImportError:
+        return (), ()
+    return (SubmissionTimeout,), (SubmissionCrashed,)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    timeouts, _ = _remote_classes()
+    return isinstance(exc, timeouts) or type(exc).__name__ == "SubmissionTimeout"
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages
+# ---------------------------------------------------------------------------------------------
+
+def _cap(text: str) -> str:
+    lines = text.strip().splitlines()
+    if len(lines) > MAX_MESSAGE_LINES:
+        lines = lines[:MAX_MESSAGE_LINES] + ["[...]"]
+    text = "\n".join(lines)
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 5] + "[...]"
+
+
+def check_message(exc: BaseException) -> str:
+    """What a failed check says, without pytest's introspection (which quotes the test's source)."""
+    if isinstance(exc, pytest.fail.Exception):
+        text = str(exc.msg or "")
+    else:
+        text = str(exc)
+    cut = text.find("\nassert ")
+    if cut >= 0:
+        text = text[:cut]
+    if text.lstrip().startswith("assert ") or not text.strip():
+        return "A hidden check failed."  # a bare assert: its text would be test source
+    return _cap(text)
+
+
+def error_message(exc: BaseException, when: str) -> str:
+    """What an error says: the exception the submission raised (its own message and traceback of its
+    own files, as grader.remote builds it), or that the test could not be set up."""
+    if _is_timeout(exc):
+        return _cap(f"Your code did not answer in time: {exc}")
+    if when == "setup":
+        return _cap(f"This test could not be set up ({type(exc).__name__}: {exc}).")
+    name = getattr(exc, "type_name", None) or type(exc).__name__
+    if isinstance(exc, NotImplementedError):
+        return _cap(f"Not implemented yet: {exc}")
+    return _cap(f"Your code raised {name}: {exc}")
+
+
+def _raised_by_checks(excinfo) -> bool:
+    """True when an AssertionError was raised by the hidden tests or the grader (a failed check),
+    not by the code under test (a student's own assert is an error of their code)."""
+    tb = excinfo.tb
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    if last is None:
+        return False
+    path = Path(last).resolve()
+    return HIDDEN_DIR in path.parents or path.parent == Path(__file__).resolve().parent
+
+
+def classify(call_excinfo, when: str) -> tuple[str, str]:
+    """(outcome, message) for an exception raised in the ``when`` phase of a test."""
+    exc = call_excinfo.value
+    if _is_timeout(exc):
+        return "timeout", error_message(exc, when)
+    if when == "call":
+        if isinstance(exc, pytest.fail.Exception):
+            return "failed", check_message(exc)
+        if isinstance(exc, AssertionError) and not hasattr(exc, "type_name") and _raised_by_checks(call_excinfo):
+            return "failed", check_message(exc)
+    if isinstance(exc, pytest.skip.Exception):
+        return "error", _cap(f"This test was skipped: {exc.msg}")
+    return "error", error_message(exc, when)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pytest plugin
+# ---------------------------------------------------------------------------------------------
+
+def _task_and_points(item) -> tuple[Optional[str], float]:
+    tasks = [m.name for m in item.iter_markers() if m.name in TASKS]
+    marker = item.get_closest_marker("points")
+    points = float(marker.args[0]) if marker is not None and marker.args else 0.0
+    return (tasks[0] if len(tasks) == 1 else None), points
+
+
+class _Recorder:
+    """Collects one entry per hidden test as pytest runs it."""
+
+    def __init__(self, impl=None):
+        self.impl = impl
+        self.entries: dict[str, dict] = {}  # nodeid -> entry, in collection order
+        self.collected: list = []
+
+    def pytest_configure(self, config):
+        if self.impl is not None:
+            config.bertlab_impl = self.impl
+
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            task, points = _task_and_points(item)
+            self.collected.append((item.nodeid, item.name, task, points))
+            self.entries[item.nodeid] = {"name": item.name, "task": task, "outcome": "error",
+                                         "points": 0.0, "max_points": points,
+                                         "message": "This test did not run."}
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        entry = self.entries.get(item.nodeid)
+        if entry is None:
+            return report
+        if call.when == "setup":
+            if call.excinfo is not None:
+                entry["outcome"], entry["message"] = classify(call.excinfo, "setup")
+        elif call.when == "call":
+            fraction = dict(item.user_properties).get(POINTS_PROPERTY)
+            if call.excinfo is None:
+                entry.update(outcome="passed", message="",
+                             points=entry["max_points"] * (1.0 if fraction is None else float(fraction)))
+            else:
+                entry["outcome"], entry["message"] = classify(call.excinfo, "call")
+                if entry["outcome"] == "failed" and fraction is not None:
+                    entry["points"] = entry["max_points"] * float(fraction)
+        elif call.when == "teardown" and call.excinfo is not None and entry["outcome"] == "passed":
+            entry["outcome"], entry["message"] = classify(call.excinfo, "teardown")
+            entry["points"] = 0.0
+        return report
+
+
+def _pytest_args(tasks: Optional[Iterable[str]], extra: Sequence[str], collect_only: bool = False) -> list[str]:
+    args = [str(HIDDEN_DIR), "--rootdir", str(KIT_ROOT), "-c", str(KIT_ROOT / "pyproject.toml"),
+            "-q", "--no-header", "-p", "no:cacheprovider", "--capture=sys",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    if tasks is not None:
+        tasks = list(tasks)
+        unknown = sorted(set(tasks) - set(TASKS))
+        if unknown:
+            raise ValueError(f"unknown task(s) {unknown}; the tasks are {TASKS}")
+        args += ["-m", " or ".join(tasks) if tasks else "not " + " and not ".join(TASKS)]
+    if collect_only:
+        args.append("--collect-only")
+    return args + list(extra)
+
+
+def _run_pytest(args: list[str], plugin: _Recorder) -> int:
+    if str(TESTS_DIR) not in sys.path:
+        sys.path.insert(0, str(TESTS_DIR))  # the `hidden` package, as pytest would add it
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        code = pytest.main(args, plugins=[plugin])
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        raise RuntimeError(f"the hidden suites could not run (pytest exit code {int(code)}):\n"
+                           + sink.getvalue()[-3000:])
+    return code
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------------
+
+def run_hidden_suite(impl, *, student: str, assignment: str = "week7", tasks: Optional[Iterable[str]] = None,
+                     extra_pytest_args: Sequence[str] = (), hints: bool = True) -> dict:
+    """Grade ``impl`` with the hidden suites; the SPEC.md results dict.
+
+    tasks: only these tasks (default: all). hints: attach a hint (grader/hints.py) to the failing tests
+    of a task whose probe outputs match a known mistake of the mutant bank.
+    """
+    recorder = _Recorder(impl)
+    _run_pytest(_pytest_args(tasks, extra_pytest_args), recorder)
+    tests = [dict(recorder.entries[nodeid]) for nodeid, *_ in recorder.collected]
+    for t in tests:
+        if t["task"] is None:
+            raise RuntimeError(f"hidden test {t['name']} has no task marker")
+    if hints:
+        _attach_hints(impl, tests)
+    score = sum(t["points"] for t in tests)
+    max_score = sum(t["max_points"] for t in tests)
+    return {"student": student, "assignment": assignment, "score": float(score), "max_score": float(max_score),
+            "tests": tests}
+
+
+def _attach_hints(impl, tests: list[dict]) -> None:
+    from grader.hints import diagnose
+
+    for task in dict.fromkeys(t["task"] for t in tests):
+        failing = [t for t in tests if t["task"] == task and t["outcome"] in ("failed", "error")]
+        if not failing:
+            continue
+        try:
+            hint = diagnose(impl, task)
+        except Exception:  # noqa: BLE001 - a hint is a bonus; never let it cost a grade
+            hint = None
+        if hint:
+            for t in failing:
+                t["hint"] = hint
+
+
+def max_points_by_task(tasks: Optional[Iterable[str]] = None) -> dict[str, float]:
+    """task -> total points of its hidden tests (collect-only; cached per process)."""
+    key = tuple(tasks) if tasks is not None else None
+    if key not in _MAX_POINTS:
+        recorder = _Recorder()
+        _run_pytest(_pytest_args(tasks, (), collect_only=True), recorder)
+        totals: dict[str, float] = {}
+        for _, name, task, points in recorder.collected:
+            if task is None:
+                raise RuntimeError(f"hidden test {name} has no task marker")
+            totals[task] = totals.get(task, 0.0) + points
+        _MAX_POINTS[key] = {t: totals[t] for t in TASKS if t in totals}
+    return dict(_MAX_POINTS[key])
+
+
+def tests_by_task(tasks: Optional[Iterable[str]] = None) -> dict[str, list[tuple[str, float]]]:
+    """task -> [(test name, points)] in collection order (for docs and the audit)."""
+    recorder = _Recorder()
+    _run_pytest(_pytest_args(tasks, (), collect_only=True), recorder)
+    out: dict[str, list[tuple[str, float]]] = {}
+    for _, name, task, points in recorder.collected:
+        out.setdefault(task, []).append((name, points))
+    return out
+
+
+def warm_up() -> None:
+    """Load MiniLM and compute the hidden suites' reference inputs now (before forking workers)."""
+    if str(TESTS_DIR) not in sys.path:
+        sys.path.insert(0, str(TESTS_DIR))
+    from hidden import reference_data
+
+    reference_data.warm()

@@ -1,0 +1,73 @@
+"""Hidden suite, task performance: linear_cka, masked_mean_pool and semantic_search against the
+reference, on the same inputs, in the same run, interleaved (grader/performance.py).
+
+Points by band of the median time ratio (<= 2x full, <= 10x half, else none), and only for a right
+answer. A partial score is recorded as the user property ``bertlab_points_fraction`` and the test
+fails with a message saying how fast the code was; grader/scoring.py turns that into points.
+
+Input sizes: each call moves a few MiB and does tens of milliseconds of work in the reference, so
+the trip through the sandbox (timed for the reference too, see grader/performance.py) stays small
+next to the compute.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader.performance import compare_speed, reference_call
+
+from .checks import close, fail, generator
+
+pytestmark = pytest.mark.performance
+
+POINTS_PROPERTY = "bertlab_points_fraction"
+
+
+def score_speed(record_property, timing, what: str, right: bool, wrong_why: str) -> None:
+    if not right:
+        record_property(POINTS_PROPERTY, 0.0)
+        fail(f"{what}: speed is scored only for a right answer, and the result on the timing input "
+             f"differs from the reference's ({wrong_why}). Fix the task's correctness first.")
+    message = timing.describe(what)
+    record_property(POINTS_PROPERTY, timing.fraction)
+    if timing.fraction < 1.0:
+        fail(message)
+
+
+@pytest.mark.points(2)
+def test_linear_cka_speed(impl, reference, record_property):
+    # n > d: the d x d products (~0.24 GFLOP in float64) are the efficient route here.
+    g = generator(500)
+    X = torch.randn(2048, 256, generator=g)
+    Y = X[:, :128] @ torch.randn(128, 128, generator=g) + torch.randn(2048, 128, generator=g)
+    timing, got, want = compare_speed(lambda: impl.cka.linear_cka(X, Y),
+                                      reference_call(impl, reference.cka.linear_cka, X, Y))
+    right = abs(float(got) - float(want)) <= 1e-6
+    score_speed(record_property, timing, "linear_cka(X [2048, 256], Y [2048, 128])", right,
+                f"{float(got):.6g} vs {float(want):.6g}")
+
+
+@pytest.mark.points(2)
+def test_masked_mean_pool_speed(impl, reference, record_property):
+    g = generator(501)
+    hidden = torch.randn(64, 128, 128, generator=g)
+    mask = (torch.arange(128)[None, :] < torch.randint(1, 129, (64, 1), generator=g)).long()
+    timing, got, want = compare_speed(lambda: impl.pooling.masked_mean_pool(hidden, mask),
+                                      reference_call(impl, reference.pooling.masked_mean_pool, hidden, mask))
+    right = isinstance(got, torch.Tensor) and close(got, want, 1e-5)
+    score_speed(record_property, timing, "masked_mean_pool(hidden [64, 128, 128], mask)", right,
+                "shape or values differ")
+
+
+@pytest.mark.points(2)
+def test_semantic_search_speed(impl, reference, record_property):
+    g = generator(502)
+    corpus = torch.randn(16384, 128, generator=g)
+    queries = torch.randn(128, 128, generator=g)
+    timing, got, want = compare_speed(lambda: impl.retrieval.semantic_search(queries, corpus, top_k=10),
+                                      reference_call(impl, reference.retrieval.semantic_search, queries, corpus, top_k=10))
+    right = (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], torch.Tensor)
+             and torch.equal(got[1].long(), want[1]) and close(got[0], want[0], 1e-5))
+    score_speed(record_property, timing, "semantic_search(queries [128, 128], corpus [16384, 128], top_k=10)",
+                right, "scores or indices differ")

@@ -1,0 +1,285 @@
+"""Hidden suite, task retrieval: semantic_search and SemanticIndex.
+
+semantic_search is compared with the reference (a brute-force check at sizes where one exists) on
+seeded inputs that cross common block sizes (1000, 1024, 4096, 10000 rows). Ties are built from
+vectors whose cosines are exact in floating point (entries 0 and +-1, four non-zeros: every cosine is
+a multiple of 1/4), so every correct implementation sees the same ties, however it sums.
+
+SemanticIndex gets ``encode``, a callable that lives in this (trusted) process: through the sandbox,
+the worker calls back into it, so the count of encoded texts is measured where the submission cannot
+touch it.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from .checks import (check_close, check_tensor, expect_value_error, fail, generator, name_mistake, short,
+                     tensor_result)
+
+pytestmark = pytest.mark.retrieval
+
+
+# ---------------------------------------------------------------------------------------------
+# semantic_search
+# ---------------------------------------------------------------------------------------------
+
+def gaussian(seed: int, n: int, D: int) -> torch.Tensor:
+    """Seeded vectors with unequal norms and a shared offset (cosine differs from the dot product)."""
+    g = generator(seed)
+    return (torch.randn(n, D, generator=g) + 0.5) * (0.2 + 3 * torch.rand(n, 1, generator=g))
+
+
+def signed_patterns(seed: int, n: int, D: int = 16, nonzero: int = 4) -> torch.Tensor:
+    """n vectors with exactly ``nonzero`` entries in {-1, +1}: all norms are 2, all cosines exact."""
+    g = generator(seed)
+    out = torch.zeros(n, D)
+    for i in range(n):
+        where = torch.randperm(D, generator=g)[:nonzero]
+        out[i, where] = torch.randint(0, 2, (nonzero,), generator=g).float() * 2 - 1
+    return out
+
+
+def diagnose_search(scores: torch.Tensor, indices: torch.Tensor, queries, corpus, top_k) -> str:
+    """Name the classic mistakes: order, normalisation, ties."""
+    q = queries if queries.dim() == 2 else queries[None]
+    k = min(top_k, corpus.shape[0])
+    cosine = F.normalize(q.double(), dim=1) @ F.normalize(corpus.double(), dim=1).T
+    ascending = torch.sort(cosine, dim=1, stable=True).values[:, :k]
+    corpus_raw = F.normalize(q.double(), dim=1) @ corpus.double().T
+    query_raw = q.double() @ F.normalize(corpus.double(), dim=1).T
+    by_score = name_mistake(scores, {
+        "The rows are in ascending order: sort by descending score (largest first).": ascending,
+        "The scores are not cosines: the corpus vectors were not normalised (divide by their norms).":
+            torch.sort(corpus_raw, dim=1, descending=True).values[:, :k],
+        "The scores are not cosines: the query vectors were not normalised (divide by their norms).":
+            torch.sort(query_raw, dim=1, descending=True).values[:, :k],
+    }, tol=1e-4)
+    if by_score:
+        return by_score
+    reversed_ties = torch.sort(cosine.flip(1), dim=1, descending=True, stable=True)
+    if torch.equal(indices.long(), (corpus.shape[0] - 1 - reversed_ties.indices[:, :k])):
+        return "Tied scores are ordered by DESCENDING corpus index; equal scores must keep ascending index order."
+    return ""
+
+
+def check_search(impl, reference, queries, corpus, top_k, what: str, *, atol: float = 1e-5):
+    result = impl.retrieval.semantic_search(queries.clone(), corpus.clone(), top_k=top_k)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        fail(f"{what} should return a pair (scores, indices); got {short(result)}.")
+    expected_scores, expected_indices = reference.retrieval.semantic_search(queries, corpus, top_k=top_k)
+    Q, k = expected_scores.shape
+    shape_hint = (f"Expected [Q, k] = [{Q}, {k}] with k = min(top_k, N) = min({top_k}, {corpus.shape[0]}); "
+                  "a single 1-D query still gives Q = 1.")
+    scores = check_tensor(result[0], (Q, k), f"{what}: scores", shape_hint=shape_hint)
+    indices = check_tensor(result[1], (Q, k), f"{what}: indices", shape_hint=shape_hint)
+    if indices.dtype != torch.int64:
+        fail(f"{what}: indices have dtype {indices.dtype}; expected torch.int64 (what torch.topk returns).")
+    diagnosis = diagnose_search(scores, indices, queries, corpus, top_k)
+    if k > 1 and (scores[:, 1:] > scores[:, :-1] + 1e-6).any():
+        fail(f"{what}: the scores of a row are not in descending order. {diagnosis}".strip())
+    check_close(scores, expected_scores, f"{what}: scores", atol=atol, rtol=atol, hint=diagnosis)
+    if not torch.equal(indices, expected_indices):
+        row, col = [int(i) for i in (indices != expected_indices).nonzero()[0]]
+        fail(f"{what}: indices differ at [{row}, {col}]: expected corpus index {int(expected_indices[row, col])}, "
+             f"got {int(indices[row, col])} (score {float(scores[row, col]):.6g}). "
+             f"{diagnosis or 'When you search in blocks, add the block start to the block-local indices; ties go to the smaller index.'}")
+    return scores, indices
+
+
+@pytest.mark.points(4)
+def test_search_matches_brute_force_across_block_sizes(impl, reference):
+    cases = [(7, 1000), (7, 1025), (5, 4097), (3, 10007), (300, 1500)]
+    for seed, (Q, N) in enumerate(cases):
+        corpus, queries = gaussian(200 + seed, N, 16), gaussian(300 + seed, Q, 16)
+        check_search(impl, reference, queries, corpus, 10, f"semantic_search(Q={Q}, N={N}, D=16, top_k=10)")
+
+
+@pytest.mark.points(3)
+def test_search_ties_by_ascending_index(impl, reference):
+    corpus = signed_patterns(210, 2500)
+    queries = signed_patterns(211, 6)
+    # Exact copies of the first query at positions around common block boundaries.
+    for position in (3, 999, 1000, 1023, 1024, 2047, 2048, 2499):
+        corpus[position] = queries[0]
+    check_search(impl, reference, queries, corpus, 40,
+                 "semantic_search with many tied scores (N=2500, top_k=40)", atol=1e-6)
+
+
+@pytest.mark.points(2)
+def test_search_top_k_larger_than_corpus(impl, reference):
+    queries = gaussian(220, 4, 8)
+    for N, top_k in ((5, 10), (1, 3), (6, 6)):
+        check_search(impl, reference, queries, gaussian(221 + N, N, 8), top_k,
+                     f"semantic_search(Q=4, N={N}, top_k={top_k})")
+
+
+@pytest.mark.points(2)
+def test_search_single_query_vector(impl, reference):
+    corpus = gaussian(230, 50, 12)
+    query = gaussian(231, 1, 12)[0]  # shape [12]
+    check_search(impl, reference, query, corpus, 5, "semantic_search(query of shape [12], corpus [50, 12], top_k=5)")
+
+
+@pytest.mark.points(2)
+def test_search_rejects_bad_input(impl, reference):
+    corpus, queries = gaussian(240, 20, 8), gaussian(241, 3, 8)
+    expect_value_error(lambda: impl.retrieval.semantic_search(gaussian(242, 3, 6), corpus.clone(), top_k=5),
+                       "semantic_search(queries [3, 6], corpus [20, 8])",
+                       "the embedding sizes D differ (6 vs 8)")
+    for top_k in (0, -2):
+        expect_value_error(lambda: impl.retrieval.semantic_search(queries.clone(), corpus.clone(), top_k=top_k),
+                           f"semantic_search(..., top_k={top_k})", "top_k must be at least 1")
+
+
+@pytest.mark.points(1)
+def test_search_leaves_inputs_unchanged(impl, reference):
+    corpus, queries = gaussian(250, 30, 8), gaussian(251, 4, 8)
+    corpus_before, queries_before = corpus.clone(), queries.clone()
+    impl.retrieval.semantic_search(queries, corpus, top_k=3)
+    if not torch.equal(corpus, corpus_before) or not torch.equal(queries, queries_before):
+        fail("semantic_search modified its inputs in place (e.g. `corpus /= corpus.norm(...)`): the "
+             "caller's embeddings changed. Normalise copies (F.normalize returns a new tensor).")
+
+
+# ---------------------------------------------------------------------------------------------
+# SemanticIndex
+# ---------------------------------------------------------------------------------------------
+
+CORPUS = (
+    "A gripping thriller with a twist I never saw coming.",
+    "The dialogue is wooden and the plot makes no sense.",
+    "Beautiful animation, but the story is thin.",
+    "An instant classic: funny, moving and smart.",
+    "The sequel is worse than the original in every way.",
+    "I fell asleep halfway through this boring film.",
+    "Stunning photography of the Scottish highlands.",
+    "The cast has great chemistry and the jokes land.",
+    "Predictable, loud and far too long.",
+    "A documentary that changed how I see the ocean.",
+    "The villain steals every scene he is in.",
+    "Cheap effects ruin an otherwise decent monster movie.",
+)
+QUERIES = ("A terrible, boring movie.", "A clever and funny film.")
+ADD_SPLITS = ((0, 5), (5, 9), (9, 12))
+
+
+class CountingEncoder:
+    """``encode(list[str]) -> Tensor [n, 8]``: a fixed random vector per text (seeded by the text), and
+    a record of every text it was asked to encode. Lives in the trusted process."""
+
+    D = 8
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def __call__(self, texts):
+        if isinstance(texts, str):
+            raise TypeError("encode takes a list of texts, not one string: wrap it as [text].")
+        texts = list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            raise TypeError("encode takes a list of str.")
+        self.texts.extend(texts)
+        if not texts:
+            return torch.empty(0, self.D)
+        return torch.stack([torch.randn(self.D, generator=generator(zlib.crc32(t.encode()))) for t in texts])
+
+
+def build_index(module, encoder, splits=ADD_SPLITS, corpus=CORPUS):
+    index = module.SemanticIndex(encoder)
+    for start, stop in splits:
+        index.add(list(corpus[start:stop]))
+    return index
+
+
+def hit_fields(hit, what: str) -> tuple[int, float, str]:
+    try:
+        corpus_id, score, text = hit[0], hit[1], hit[2]
+    except Exception:  # noqa: BLE001 - whatever the student returned, say what was expected
+        fail(f"{what} should be a Hit (corpus_id, score, text); got {short(hit)}.")
+    return corpus_id, score, text
+
+
+def check_hits(actual, expected, what: str) -> None:
+    if not isinstance(actual, list) or not all(isinstance(row, list) for row in actual):
+        fail(f"{what} should return a list with one list of hits per query; got {short(actual)}. "
+             "Even a single query (a str) gives [[hit, hit, ...]].")
+    if len(actual) != len(expected):
+        fail(f"{what} returned {len(actual)} lists of hits; expected {len(expected)} (one per query).")
+    for q, (row, expected_row) in enumerate(zip(actual, expected)):
+        if len(row) != len(expected_row):
+            fail(f"{what}: query {q} has {len(row)} hits; expected {len(expected_row)} "
+                 "(min(top_k, number of indexed texts)).")
+        for rank, (hit, want) in enumerate(zip(row, expected_row)):
+            corpus_id, score, text = hit_fields(hit, f"{what}: hit {rank} of query {q}")
+            if corpus_id != want.corpus_id or text != want.text:
+                fail(f"{what}: hit {rank} of query {q} is corpus_id {corpus_id!r} ({text!r}); expected corpus_id "
+                     f"{want.corpus_id} ({want.text!r}). Corpus ids count every added text in order, across "
+                     "all add() calls, and each hit's text is the text with that id.")
+            if not isinstance(score, float) or abs(score - want.score) > 1e-5:
+                fail(f"{what}: hit {rank} of query {q} has score {score!r}; expected the cosine "
+                     f"{want.score:.6f} as a Python float.")
+
+
+@pytest.mark.points(3)
+def test_index_search_matches_reference(impl, reference):
+    index = build_index(impl.retrieval, CountingEncoder())
+    expected = build_index(reference.retrieval, CountingEncoder()).search(list(QUERIES), top_k=4)
+    check_hits(index.search(list(QUERIES), top_k=4), expected,
+               "SemanticIndex.search(2 queries, top_k=4) after three add() calls")
+
+
+@pytest.mark.points(2)
+def test_index_encodes_each_text_once(impl, reference):
+    encoder = CountingEncoder()
+    index = build_index(impl.retrieval, encoder)
+    added = list(encoder.texts)
+    if sorted(added) != sorted(CORPUS):
+        extra = len(added) - len(CORPUS)
+        fail(f"Adding {len(CORPUS)} texts in three add() calls encoded {len(added)} texts"
+             + (f" ({extra} more than needed): add() must encode only the new texts, not the whole index "
+                "again." if extra > 0 else ": every added text must be encoded once, when it is added."))
+    index.search(list(QUERIES), top_k=3)
+    searched = encoder.texts[len(added):]
+    if sorted(searched) != sorted(QUERIES):
+        fail(f"One search of {len(QUERIES)} queries encoded {len(searched)} texts; it should encode the "
+             "queries only (the corpus embeddings were stored by add()).")
+
+
+@pytest.mark.points(2)
+def test_index_ids_continue_across_adds(impl, reference):
+    index = build_index(impl.retrieval, CountingEncoder())
+    for q, row in enumerate(index.search(list(CORPUS[5:9]) + [CORPUS[11]], top_k=1)):
+        if not isinstance(row, list) or len(row) != 1:
+            fail(f"search(..., top_k=1) should give one list with one hit per query; got {short(row)}.")
+        corpus_id, _, text = hit_fields(row[0], "a hit")
+        wanted = CORPUS.index(text) if text in CORPUS else None
+        expected_id = 5 + q if q < 4 else 11
+        if corpus_id != expected_id:
+            fail(f"Searching for the text added as corpus id {expected_id} (in a later add() call) returned "
+                 f"corpus_id {corpus_id!r}. Ids must continue from len(index) across add() calls, not restart at 0.")
+        if wanted != expected_id:
+            fail(f"Hit for corpus id {expected_id} carries the text {text!r}; each hit's text must be the text "
+                 "with that id.")
+
+
+@pytest.mark.points(2)
+def test_index_single_query_and_len(impl, reference):
+    index = build_index(impl.retrieval, CountingEncoder())
+    size = len(index)
+    if size != len(CORPUS):
+        fail(f"len(index) is {size!r} after adding {len(CORPUS)} texts; it should count the indexed texts.")
+    expected = build_index(reference.retrieval, CountingEncoder()).search(QUERIES[0], top_k=2)
+    check_hits(index.search(QUERIES[0], top_k=2), expected, "SemanticIndex.search(one query string, top_k=2)")
+
+
+@pytest.mark.points(1)
+def test_index_top_k_larger_than_index(impl, reference):
+    splits = ((0, 2), (2, 3))
+    index = build_index(impl.retrieval, CountingEncoder(), splits)
+    expected = build_index(reference.retrieval, CountingEncoder(), splits).search(list(QUERIES), top_k=10)
+    check_hits(index.search(list(QUERIES), top_k=10), expected, "SemanticIndex.search(top_k=10) on 3 texts")
