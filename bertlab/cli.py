@@ -27,9 +27,13 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_release(args) -> int:
-    from grader.release import release
+    from grader.release import ReleaseError, release
 
-    release(Path(args.out), force=args.force)
+    try:
+        release(Path(args.out), force=args.force)
+    except ReleaseError as exc:
+        print(f"bertlab release: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -33,9 +33,7 @@ def _stub_files() -> dict[str, str]:
 def _buggy_files() -> dict[str, str]:
     files = _solution_files()
     for mutant, filename in BUGGY_FROM_BANK:
-        path = KIT_ROOT / "grader" / "mutants" / mutant / filename
-        if path.is_file():
-            files[filename] = path.read_text()
+        files[filename] = (KIT_ROOT / "grader" / "mutants" / mutant / filename).read_text()
     return files
 
 

@@ -28,7 +28,7 @@ import shutil
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
 from bertlab import __version__
 from bertlab.stubgen import BEGIN, END, EXERCISE_MODULES, expected_exercises
@@ -384,7 +384,3 @@ def scan_bundle(bundle: Path, kit_root: Path = KIT_ROOT) -> list[str]:
                                 f"({line.strip()[:60]!r})")
     return problems
 
-
-def bundle_files(bundle: Path) -> Iterable[Path]:
-    """Every file of a bundle, relative to it (for listings and tests)."""
-    return [p.relative_to(bundle) for p in _files(bundle)]

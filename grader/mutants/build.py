@@ -624,15 +624,22 @@ def meta_text(entry) -> str:
     return "\n".join(lines) + "\n"
 
 
+# bertlab.implementations.load_directory imports a directory as a package; an __init__.py makes
+# that work on every Python (without one, spec_from_file_location has no location to start from).
+PACKAGE_INIT = '"""A mutant-bank entry: trusted kit code, graded in process by `bertlab audit`."""\n'
+
+
 def expected_bank() -> dict[Path, dict[str, str]]:
     """directory -> {file name: text} for every entry of the recipe."""
     bank = {}
     for entry in MUTANTS:
         files = entry_files(entry)
+        files["__init__.py"] = PACKAGE_INIT
         files["MUTANT.txt"] = meta_text(entry)
         bank[BANK_DIR / entry.name] = files
     for entry in VARIANTS:
         files = entry_files(entry)
+        files["__init__.py"] = PACKAGE_INIT
         files["VARIANT.txt"] = meta_text(entry)
         bank[VARIANTS_DIR / entry.name] = files
     return bank

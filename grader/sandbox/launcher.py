@@ -197,6 +197,8 @@ class Sandbox:
     files); ``hide``: more paths to hide (the course directory, the gradebook). ``timeout_s`` is the
     default per-call limit, ``memory_mb`` the address space a child may add to what it inherits.
     ``use_bwrap``: None = when it works, False = never (rlimits only), True = required.
+    Paths in ``hide`` must exist when the template starts (directories get an empty tmpfs, files
+    /dev/null); a path created later is not hidden until the next restart.
 
     The template warms up in the background; the first session (or ``wait_ready()``) waits for it.
     Use a Sandbox from one thread at a time, and keep that thread alive as long as the Sandbox: the
@@ -267,8 +269,8 @@ class Sandbox:
 
         def show(path: Path) -> None:
             # bwrap would create the missing parents inside a tmpfs as 0700, which the worker's
-            # unprivileged uid cannot traverse: create them 0755 first.
-            top = next(t for t in tmpfs if _under(path, t))
+            # unprivileged uid cannot traverse: create them 0755 first (below the innermost tmpfs).
+            top = max((t for t in tmpfs if _under(path, t)), key=lambda t: len(t.parts))
             for parent in reversed(path.parents):
                 if _under(parent, top) and parent != top and parent not in made:
                     made.add(parent)
@@ -281,11 +283,12 @@ class Sandbox:
                              and not any(_under(p, h) for h in self.hide))
         for p in rebound:
             show(p)
-        # A non-editable install puts solutions/ and grader/ in site-packages: hide those again.
+        # A non-editable install puts solutions/ and grader/ in site-packages: hide those too.
         for name in ("solutions", "tests", "grader", "exercises"):
             d = _package_dir(name)
-            if d is not None and any(_under(d, r) for r in rebound):
+            if d is not None and (any(_under(d, r) for r in rebound) or not any(_under(d, t) for t in tmpfs)):
                 args += ["--tmpfs", str(d)]
+                tmpfs.append(d)
         for p in self._kit_parts()[0]:
             if any(_under(p, t) for t in tmpfs):
                 show(p)
@@ -546,6 +549,7 @@ class Session:
         self.skip: dict[str, dict] = {}  # module -> why it is no longer imported (timeout/crash)
         self.module_errors: dict[str, Optional[dict]] = {}
         self.callbacks: dict[int, object] = {}
+        self._models: dict[int, tuple] = {}
         self._callback_ids: dict[int, int] = {}
         self._releases: list[tuple[int, int]] = []
         self._requests = itertools.count(1)
@@ -821,7 +825,9 @@ class Session:
             return {"$t": "ref", "root": target, "path": list(obj._bl_path)}
         name = getattr(obj, "_bertlab_model_name", None)
         if isinstance(name, str):
-            return {"$t": "model", "name": name}
+            # Number each model object; keeping it alive keeps its number from being reused.
+            entry = self._models.setdefault(id(obj), (obj, len(self._models) + 1))
+            return {"$t": "model", "name": name, "key": entry[1]}
         import torch
 
         if isinstance(obj, torch.nn.Module):

@@ -154,6 +154,14 @@ class SubmissionFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return self.sources.get(short) if short else None
 
 
+class _WorkerError(Exception):
+    """A failure of the worker's own (not the student's): carries the error dict to send."""
+
+    def __init__(self, info: dict):
+        super().__init__(info["message"])
+        self.info = info
+
+
 class CallbackStub:
     """Stands for a callable of the trusted process: calling it asks the trusted side to run it."""
 
@@ -185,6 +193,7 @@ class ChildServer:
         self.modules: dict[str, object] = {}
         self.import_errors: dict[str, dict] = {}
         self.objects: dict[int, object] = {}
+        self.models: dict[tuple, object] = {}
         self._next_handle = 1
         self._next_request = 1
 
@@ -267,14 +276,13 @@ class ChildServer:
                 value = self._to_handle(result)
             reply = {"op": "reply", "id": rid, "ok": True, "value": value}
             return reply, encoder.tensors
+        except _WorkerError as exc:
+            return {"op": "reply", "id": rid, "ok": False, "error": exc.info}, None
         except BaseException as exc:
             return {"op": "reply", "id": rid, "ok": False,
-                    "error": self._module_error(exc) or describe_exception(exc, self.student_files)}, None
+                    "error": describe_exception(exc, self.student_files)}, None
         finally:
             _flush_std()
-
-    def _module_error(self, exc):
-        return getattr(exc, "_bertlab_info", None)
 
     def _walk(self, target, path):
         obj = self._root(target)
@@ -287,18 +295,13 @@ class ChildServer:
             name = target["module"]
             if name in self.modules:
                 return self.modules[name]
-            info = self.import_errors.get(name) or {
+            raise _WorkerError(self.import_errors.get(name) or {
                 "type": "ModuleNotFoundError", "builtin": None, "traceback": "", "fatal": False,
-                "message": f"{name}.py is not part of the submission"}
-            exc = LookupError(info["message"])
-            exc._bertlab_info = info
-            raise exc
+                "message": f"{name}.py is not part of the submission"})
         if isinstance(target, dict) and "handle" in target:
             if target["handle"] not in self.objects:
-                exc = LookupError("unknown handle")
-                exc._bertlab_info = {"type": "StaleHandle", "builtin": None, "traceback": "",
-                                     "fatal": False, "message": "this object no longer exists in the worker"}
-                raise exc
+                raise _WorkerError({"type": "StaleHandle", "builtin": None, "traceback": "", "fatal": False,
+                                    "message": "this object no longer exists in the worker"})
             return self.objects[target["handle"]]
         raise self.rpc.ProtocolError("bad call target")
 
@@ -309,9 +312,14 @@ class ChildServer:
         if kind == "callback":
             return CallbackStub(self, int(tag.get("id")))
         if kind == "model":
-            from bertlab.models import named_model  # fresh per request except the cached MiniLM
+            # One worker-side model per trusted-side model object (the trusted side numbers them), so
+            # passing the same model twice gives the same object, and two fresh ones stay apart.
+            key = (str(tag.get("name")), tag.get("key"))
+            if key not in self.models:
+                from bertlab.models import named_model
 
-            return named_model(str(tag.get("name")))
+                self.models[key] = named_model(key[0])
+            return self.models[key]
         if kind == "ref":
             return self._walk(tag.get("root"), tag.get("path"))
         raise self.rpc.ProtocolError(f"unknown tag {kind}")

@@ -160,7 +160,8 @@ def result(task: str, name: str, outcome: str = "passed", stub: bool = False, me
             "stub": stub, "message": message, "where": ""}
 
 
-STUB = "Task cka is not implemented yet: linear_cka raises NotImplementedError('cka: implement linear_cka (see its docstring)')."
+STUB = ("Task cka is not implemented yet: linear_cka raises "
+        "NotImplementedError('cka: implement linear_cka (see its docstring)').")
 
 
 @pytest.mark.parametrize("outcomes, status", [
@@ -254,6 +255,9 @@ def test_rich_display_shows_messages_verbatim():
     events = [collected(("cka", "a")), result("cka", "a", "failed", False, message)]
     run = check.summarise_events(KIT_ROOT, ["cka"], events)
     display = check.RichDisplay(io.StringIO())
+    display.start(KIT_ROOT, ["cka"], "exercises/")
+    for event in events:  # the live progress bars follow the events
+        display.event(event["event"], event)
     display.console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system=None)
     display.finish(run, None, verbose=False)
     text = display.console.file.getvalue()
@@ -299,3 +303,13 @@ def test_progress_keeps_first_pass_history_and_survives_a_damaged_file(tmp_path)
 
     progress.progress_path(tmp_path).write_text("{not json")
     assert progress.load_progress(tmp_path) == progress.empty_progress()
+
+
+def test_hints_point_at_the_concept_page_of_the_task(tmp_path):
+    (tmp_path / "docs" / "concepts").mkdir(parents=True)
+    (tmp_path / "docs" / "student-guide.md").write_text("guide")
+    assert check.concept_page(tmp_path, "siamese") == "docs/student-guide.md"
+    (tmp_path / "docs" / "concepts" / "sentence-bert.md").write_text("SBERT")
+    assert check.concept_page(tmp_path, "siamese") == "docs/concepts/sentence-bert.md"
+    test = check.TestResult("n", "t", "siamese", outcome="failed", message="forward(...) is wrong at index [0]")
+    assert "explained in docs/concepts/sentence-bert.md" in check.hint_for("siamese", test, tmp_path)

@@ -207,7 +207,8 @@ def test_scan_finds_planted_leaks(bundle, tmp_path):
     assert rel.scan_bundle(planted, KIT_ROOT) == []
     solution_line = next(iter(rel.solution_fingerprints(KIT_ROOT)))
     (planted / "docs" / "cheat.md").write_text(f"Here is how:\n\n    {solution_line}\n")
-    notebook = {"cells": [{"cell_type": "code", "source": ["def f():\n", "    ### BEGIN SOLUTION\n", "    return 1\n"]}]}
+    source = ["def f():\n", "    ### BEGIN SOLUTION\n", "    return 1\n"]
+    notebook = {"cells": [{"cell_type": "code", "source": source}]}
     (planted / "exercises" / "extra.ipynb").write_text(json.dumps(notebook, indent=1))
     hidden = next(p for p in sorted((KIT_ROOT / "tests" / "hidden").glob("*.py")) if len(p.read_bytes()) > 64)
     shutil.copy(hidden, planted / "tests" / "public" / "renamed.py")

@@ -131,6 +131,19 @@ def test_a_students_changes_to_the_shared_model_do_not_reach_the_next_student(sb
         assert impl.cka.checksum(minilm) == before > 0
 
 
+def test_each_trusted_model_object_has_one_worker_copy(sb):
+    from bertlab.models import named_model
+
+    src = ("def same(a, b):\n    return a is b\n"
+           "def zero(model):\n    model.embeddings.word_embeddings.weight.data.zero_()\n"
+           "def total(model):\n    return float(model.embeddings.word_embeddings.weight.abs().sum())\n")
+    first, second = named_model("tiny-bert-seed5"), named_model("tiny-bert-seed5")
+    with sb.session({"cka.py": src}) as impl:
+        assert impl.cka.same(first, first) is True and impl.cka.same(first, second) is False
+        impl.cka.zero(first)  # as in process: changes to one model object stay with that object
+        assert impl.cka.total(first) == 0.0 and impl.cka.total(second) > 0
+
+
 def test_handles_methods_call_and_named_models(sb):
     from bertlab.models import named_model
 
@@ -319,6 +332,23 @@ def test_writes_only_in_its_own_scratch_space(isolated, course):
     assert (course.root / "gradebook.db").read_text() == before and course.loose.read_text() == SECRET
     with isolated.session({"cka.py": SNOOP}) as impl:  # the next student starts with an empty /tmp
         assert impl.cka.probe(["/tmp", cwd]) == {"/tmp": ["job"], cwd: []}
+
+
+def test_installed_copies_of_secret_packages_are_hidden(monkeypatch):
+    """A non-editable install copies solutions/ (and tests/, grader/) next to torch: hide them too."""
+    site = Path(launcher._python_dirs()[-1])
+    fake = {"solutions": site / "solutions", "tests": Path("/usr/lib/python3/dist-packages/tests")}
+    real = launcher._package_dir
+    monkeypatch.setattr(launcher, "_package_dir", lambda name: fake.get(name) or real(name))
+    sandbox = Sandbox.__new__(Sandbox)  # only the command line, no process
+    sandbox.kit_root, sandbox.hide = KIT, []
+    args = sandbox._bwrap_args()
+    mounts = list(zip(args, args[1:]))
+    assert ("--tmpfs", str(fake["solutions"])) in mounts and ("--tmpfs", str(fake["tests"])) in mounts
+    assert ("--tmpfs", str(KIT)) in mounts and ("--ro-bind", str(KIT / "grader" / "rpc.py")) in mounts
+    # bwrap applies mounts in order: the hiding tmpfs must come after the bind that shows site back
+    shown = next(i for i, (a, b) in enumerate(mounts) if a == "--ro-bind" and b != "/" and site.is_relative_to(b))
+    assert mounts.index(("--tmpfs", str(fake["solutions"]))) > shown
 
 
 def test_fallback_without_bubblewrap_warns_and_still_works(sandboxes):

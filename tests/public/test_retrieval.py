@@ -127,12 +127,16 @@ def check_exact(impl, queries, corpus, top_k: int, what: str) -> None:
     if not torch.equal(indices.long(), expected_indices):
         row = int((indices.long() != expected_indices).any(dim=1).nonzero()[0])
         got, want = indices[row].tolist(), expected_indices[row].tolist()
-        same_set = sorted(got) == sorted(want)
-        hint = ("The same hits in another order: equal scores must come in ascending corpus index. torch.topk does "
-                "not promise any order among ties, so re-sort stably (torch.sort(..., stable=True))."
-                if same_set else
-                "Different hits: after merging blocks, are the indices offset by the block's start position, and "
-                "does every block (the last, shorter one too) take part?")
+        # The scores matched already; so either an index does not belong to its score, or tied rows
+        # (equal scores) came back in another order or another choice at the k-th place.
+        own_scores = cosine_matrix(torch.atleast_2d(queries)[row : row + 1], corpus)[0, indices[row].long()]
+        if not close_to(own_scores, expected_scores[row], tol=1e-5):
+            hint = ("These indices do not have the scores returned beside them: after merging blocks, are the "
+                    "indices offset by the block's start position?")
+        else:
+            hint = ("Right scores, but tied rows in the wrong order or the wrong tied rows kept: equal scores must "
+                    "come in ascending corpus index, also at the k-th place. torch.topk promises neither, so "
+                    "re-sort stably (torch.sort(..., stable=True)) where scores tie.")
         pytest.fail(f"indices for {what}, row {row}: expected {want}, got {got}. {hint}", pytrace=False)
 
 

@@ -1,0 +1,1 @@
+"""A mutant-bank entry: trusted kit code, graded in process by `bertlab audit`."""
