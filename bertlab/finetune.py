@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Int
 from torch import Tensor, nn
 
 from .encoder import TinyBERT, create_bert

@@ -537,6 +537,7 @@ class Template:
         self.job = None
         if self.isolated:
             _wipe(self.scratch)
+            _remove_sysv_ipc()
         else:
             shutil.rmtree(job_dir, ignore_errors=True)
 
@@ -610,6 +611,22 @@ def _reap_all() -> None:
             return
         if pid == 0:
             return
+
+
+def _remove_sysv_ipc() -> None:
+    """Delete the System V shared memory, queues and semaphores a job left in our IPC namespace
+    (a channel between two students otherwise: it outlives the processes that made it)."""
+    _IPC_RMID = 0
+    for kind, remove in (("shm", lambda i: _libc.shmctl(i, _IPC_RMID, None)),
+                         ("msg", lambda i: _libc.msgctl(i, _IPC_RMID, None)),
+                         ("sem", lambda i: _libc.semctl(i, 0, _IPC_RMID))):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                ids = [int(line.split()[1]) for line in f.readlines()[1:] if line.split()]
+        except (OSError, ValueError, IndexError):
+            continue
+        for ipc_id in ids:
+            remove(ipc_id)
 
 
 def _wipe(directory: str) -> None:

@@ -8,7 +8,6 @@ The figures checked are DESIGN.md's reference figures for all-MiniLM-L6-v2.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path

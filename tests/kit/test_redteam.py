@@ -268,3 +268,13 @@ def test_freezing_the_template_gets_it_replaced(sb):
     with sb.session(sources("stop_template")) as impl:
         assert impl.cka.linear_cka(X, Y) == 1.0
     assert sb.generation > generation  # it stopped answering, so it was replaced
+
+
+def test_system_v_shared_memory_does_not_carry_over_to_the_next_student(sb):
+    src = {"cka.py": "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                     "def get(create):\n"
+                     "    return libc.shmget(0xB3A7, 4096, (0o1000 | 0o600) if create else 0)\n"}
+    with sb.session(src) as impl:
+        assert impl.cka.get(True) >= 0  # a segment the next student could read
+    with sb.session(src) as impl:
+        assert impl.cka.get(False) == -1

@@ -111,6 +111,18 @@ def check_sorted(scores: torch.Tensor, what: str) -> None:
                     "Best hit first: did you sort ascending, or merge blocks without re-sorting?", pytrace=False)
 
 
+def explain_index_mismatch(query: torch.Tensor, corpus: torch.Tensor, got: torch.Tensor,
+                           expected_scores: torch.Tensor) -> str:
+    """Why one row's indices differ from the brute force although its scores matched."""
+    own_scores = cosine_matrix(query, corpus)[0, got.long()]
+    if not close_to(own_scores, expected_scores, tol=1e-5):
+        return ("These indices do not have the scores returned beside them: are the indices of a later corpus "
+                "block offset by the block's start position, and does each query block score its own queries?")
+    return ("Right scores, but tied rows in the wrong order or the wrong tied rows kept: equal scores must come in "
+            "ascending corpus index, also at the k-th place. torch.topk promises neither, so re-sort stably "
+            "(torch.sort(..., stable=True)) where scores tie.")
+
+
 def check_exact(impl, queries, corpus, top_k: int, what: str) -> None:
     """semantic_search equals the brute force exactly in indices (ties included), closely in scores."""
     scores, indices = search(impl, queries, corpus, top_k, what)
@@ -127,16 +139,7 @@ def check_exact(impl, queries, corpus, top_k: int, what: str) -> None:
     if not torch.equal(indices.long(), expected_indices):
         row = int((indices.long() != expected_indices).any(dim=1).nonzero()[0])
         got, want = indices[row].tolist(), expected_indices[row].tolist()
-        # The scores matched already; so either an index does not belong to its score, or tied rows
-        # (equal scores) came back in another order or another choice at the k-th place.
-        own_scores = cosine_matrix(torch.atleast_2d(queries)[row : row + 1], corpus)[0, indices[row].long()]
-        if not close_to(own_scores, expected_scores[row], tol=1e-5):
-            hint = ("These indices do not have the scores returned beside them: after merging blocks, are the "
-                    "indices offset by the block's start position?")
-        else:
-            hint = ("Right scores, but tied rows in the wrong order or the wrong tied rows kept: equal scores must "
-                    "come in ascending corpus index, also at the k-th place. torch.topk promises neither, so "
-                    "re-sort stably (torch.sort(..., stable=True)) where scores tie.")
+        hint = explain_index_mismatch(torch.atleast_2d(queries)[row], corpus, indices[row], expected_scores[row])
         pytest.fail(f"indices for {what}, row {row}: expected {want}, got {got}. {hint}", pytrace=False)
 
 
@@ -170,10 +173,9 @@ def test_matches_brute_force_over_several_query_blocks(impl):
     bad = (indices.long() != expected_indices[row_of]).any(dim=1)
     if bad.any():
         row = int(bad.nonzero()[0])
+        hint = explain_index_mismatch(queries[row], corpus, indices[row], expected_scores[row_of[row]])
         pytest.fail(f"indices for Q={Q}, N={N}, query row {row}: expected {expected_indices[row_of[row]].tolist()}, "
-                    f"got {indices[row].tolist()}. Rows of later query blocks must be searched like the first "
-                    "(check the slice of queries each block takes and how the per-block results are joined).",
-                    pytrace=False)
+                    f"got {indices[row].tolist()}. {hint}", pytrace=False)
 
 
 def test_ties_straddling_block_boundaries_are_ordered_by_index(impl):

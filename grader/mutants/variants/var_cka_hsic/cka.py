@@ -42,11 +42,11 @@ def linear_cka(X: Matrix, Y: Matrix) -> float:
     def hsic(A, B):
         return (A * B).sum()
 
-    sx, sy = hsic(Kx, Kx), hsic(Ky, Ky)
-    scale_x, scale_y = torch.linalg.norm(X @ X.T), torch.linalg.norm(Y @ Y.T)
-    if sx.sqrt() <= 1e-10 * scale_x or sy.sqrt() <= 1e-10 * scale_y:
+    # trace(H K H) = ||Xc||_F^2; centering the Gram matrix leaves round-off of about 1e-16 * trace(K),
+    # so "no variance" is judged on the square roots with a correspondingly looser threshold.
+    if Kx.trace().clamp(min=0).sqrt() <= 1e-6 * torch.linalg.norm(X) or             Ky.trace().clamp(min=0).sqrt() <= 1e-6 * torch.linalg.norm(Y):
         return float("nan")
-    return float((hsic(Kx, Ky) / torch.sqrt(sx * sy)).clamp(0.0, 1.0))
+    return float((hsic(Kx, Ky) / torch.sqrt(hsic(Kx, Kx) * hsic(Ky, Ky))).clamp(0.0, 1.0))
 
 
 def cka_matrix(reps: Sequence[Matrix]) -> Float[Tensor, "L L"]:
