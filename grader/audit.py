@@ -154,6 +154,12 @@ def run_rows(jobs: list[tuple], workers: int) -> list[Row]:
     from grader.scoring import warm_up
 
     warm_up()
+    if any(job[6] for job in jobs):  # hints: probe the bank once here, not once per worker
+        from grader.hints import PROBES, known_mistakes, reference_record
+
+        for task in PROBES:
+            reference_record(task)
+            known_mistakes(task)
     if workers <= 1 or len(jobs) <= 1:
         _init_worker()
         return [_grade_job(job) for job in jobs]

@@ -78,7 +78,7 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, tuple):
         if len(a) != len(b):
             return False
-        if a and a[0] == "number" and len(a) == 2:
+        if a and b and a[0] == "number" and b[0] == "number" and len(a) == 2:
             x, y = a[1], b[1]
             return (math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-6 + 1e-4 * abs(y)
         return all(same(x, y) for x, y in zip(a, b))

@@ -28,6 +28,7 @@ from pathlib import Path
 KIT_ROOT = Path(__file__).resolve().parent.parent
 TASK_ORDER = ("cka", "pooling", "siamese", "retrieval", "performance")
 SUBMISSION_DEADLINE_S = float(os.environ.get("BERTLAB_SUBMISSION_DEADLINE_S", 600))  # whole suite, one student
+SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
 MAX_ATTEMPTS = 2  # a submission whose grader worker dies is retried once, then scored as an error
 
 
@@ -47,15 +48,19 @@ def grade_sources(sandbox, sources: dict, student: str, assignment: str) -> dict
         return run_hidden_suite(impl, student=student, assignment=assignment)
 
 
-def _worker_main(conn, hide: list[str], assignment: str) -> None:
-    """A trusted grader worker: one warm sandbox, submissions in, results dicts out."""
+def _worker_main(conn, hide: list[str], assignment: str, slot: int) -> None:
+    """A trusted grader worker: one warm sandbox, submissions in, results dicts out.
+
+    Each worker's sandbox runs under its own unprivileged uid, because RLIMIT_NPROC counts processes
+    per uid: with a shared uid, one student's fork bomb would starve the other workers' students.
+    """
     from grader.course import read_submission_sources
     from grader.sandbox import Sandbox
 
     import torch
 
     torch.set_num_threads(1)  # one core per worker: N workers share the machine without oversubscribing
-    sandbox = Sandbox(kit_root=KIT_ROOT, hide=hide)
+    sandbox = Sandbox(kit_root=KIT_ROOT, hide=hide, uid=SANDBOX_UID_BASE + slot)
     conn.send(("ready", None))
     try:
         while True:
@@ -75,9 +80,10 @@ def _worker_main(conn, hide: list[str], assignment: str) -> None:
 class _Worker:
     """Main-process handle of one grader worker process."""
 
-    def __init__(self, ctx, hide, assignment):
+    def __init__(self, ctx, hide, assignment, slot):
+        self.slot = slot
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, hide, assignment), daemon=True)
+        self.process = ctx.Process(target=_worker_main, args=(child, hide, assignment, slot), daemon=True)
         self.process.start()
         child.close()
         self.ready = False
@@ -104,7 +110,7 @@ def _pool_results(submissions, workers: int, hide: list[str], assignment: str):
     """Yield (submission, result_or_None, error_message) as grader workers finish them."""
     ctx = mp.get_context("spawn")  # fresh interpreters: no inherited OpenMP pools or locks
     queue = [(s, 1) for s in submissions]
-    pool = [_Worker(ctx, hide, assignment) for _ in range(min(workers, len(queue)))]
+    pool = [_Worker(ctx, hide, assignment, slot) for slot in range(min(workers, len(queue)))]
     try:
         while queue or any(w.job for w in pool):
             for w in pool:
@@ -136,7 +142,7 @@ def _pool_results(submissions, workers: int, hide: list[str], assignment: str):
                         else:
                             yield submission, None, why
                     w.kill()
-                    pool[i] = _Worker(ctx, hide, assignment)
+                    pool[i] = _Worker(ctx, hide, assignment, w.slot)
     finally:
         for w in pool:
             w.stop()

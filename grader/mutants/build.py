@@ -97,16 +97,11 @@ MUTANTS = (
            "Your CKA fails on NumPy arrays: convert inputs first with torch.as_tensor(X).",
            (("    M = torch.as_tensor(M)\n    if M.dim() != 2:", "    if M.dim() != 2:"),)),
     Mutant("cka_no_constant_check", "cka", "cka.py",
-           "no zero-variance check: constant inputs give an arbitrary number from round-off",
-           "Your CKA returns a number for a representation whose rows are all equal: CKA is undefined "
-           "there (0/0). Detect it (centered norm tiny compared with the raw norm) and return nan.",
+           "no zero-variance check: constant inputs give 0 (or round-off) instead of nan",
+           "Your CKA returns a number (about 0) for a representation whose rows are all equal: CKA is "
+           "undefined there (0/0), and the docstring says nan. Detect it (the centered norm is tiny "
+           "next to the raw norm) and return float('nan').",
            (("    if _is_constant(Xc, X) or _is_constant(Yc, Y):\n        return float(\"nan\")\n", ""),)),
-    Mutant("cka_constant_is_zero", "cka", "cka.py",
-           "returns 0.0 instead of nan for a zero-variance input",
-           "Your CKA returns 0 for a representation with no variance; it is undefined there, and the "
-           "docstring says to return nan.",
-           (("    if _is_constant(Xc, X) or _is_constant(Yc, Y):\n        return float(\"nan\")\n",
-             "    if _is_constant(Xc, X) or _is_constant(Yc, Y):\n        return 0.0\n"),)),
     Mutant("cka_matrix_upper_only", "cka", "cka.py",
            "cka_matrix fills only the upper triangle",
            "Your cka_matrix is not symmetric: fill M[j, i] as well as M[i, j].",
@@ -270,7 +265,8 @@ MUTANTS = (
     Mutant("ret_top_k_over_n_crash", "retrieval", "retrieval.py",
            "top_k larger than the corpus crashes torch.topk",
            "Your search fails when top_k is larger than the corpus: use k = min(top_k, N).",
-           (("    k = min(top_k, n_corpus)\n", "    k = top_k\n"),)),
+           (("    k = min(top_k, n_corpus)\n", "    k = top_k\n"),
+            ("_topk_ties_by_index(scores, min(k, block.shape[0]))", "_topk_ties_by_index(scores, k)"))),
     Mutant("ret_1d_query_shape", "retrieval", "retrieval.py",
            "a 1-D query returns [k] tensors instead of [1, k]",
            "Your search returns [k] for a single 1-D query: treat it as Q = 1 and return [1, k].",

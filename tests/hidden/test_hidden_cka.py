@@ -174,17 +174,17 @@ def test_linear_cka_low_precision_inputs(impl, reference):
                           "overflow or lose digits.")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 def test_linear_cka_ill_conditioned_float32(impl, reference):
-    # Large column offsets, small spread: in float32 the centering and the products lose about five
-    # digits; float64 keeps the answer.
+    # Large column offsets, small spread: float32 gets this about 3e-5 wrong; float64 (even through
+    # the Gram form with a centering matrix) within 1e-7.
     g = generator(15)
     X = (torch.randn(200, 10, generator=g) * 0.1 + 1e4).float()
     Y = ((X.double() - 1e4) @ torch.randn(10, 6, generator=g, dtype=torch.float64)
          + torch.randn(200, 6, generator=g, dtype=torch.float64) * 0.05 + 3e4).float()
     value = float(impl.cka.linear_cka(X.clone(), Y.clone()))
     check_scalar(value, reference.cka.linear_cka(X, Y), "linear_cka of float32 data with large offsets",
-                 atol=1e-7, hint="Compute in float64 (X.to(torch.float64)) before centering: float32 "
+                 atol=1e-6, hint="Compute in float64 (X.to(torch.float64)) before centering: float32 "
                                  "loses the small differences around a large mean.")
 
 

@@ -35,7 +35,7 @@ def score_speed(record_property, timing, what: str, right: bool, wrong_why: str)
         fail(message)
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(3)
 def test_linear_cka_speed(impl, reference, record_property):
     # n > d: the d x d products (~0.24 GFLOP in float64) are the efficient route here.
     g = generator(500)
@@ -48,7 +48,7 @@ def test_linear_cka_speed(impl, reference, record_property):
                 f"{float(got):.6g} vs {float(want):.6g}")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(3)
 def test_masked_mean_pool_speed(impl, reference, record_property):
     g = generator(501)
     hidden = torch.randn(64, 128, 128, generator=g)
@@ -60,7 +60,7 @@ def test_masked_mean_pool_speed(impl, reference, record_property):
                 "shape or values differ")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(4)
 def test_semantic_search_speed(impl, reference, record_property):
     g = generator(502)
     corpus = torch.randn(16384, 128, generator=g)

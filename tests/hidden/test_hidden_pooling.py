@@ -63,14 +63,14 @@ def check_pool(impl, reference, hidden, mask, what: str, *, atol: float = 1e-5) 
     return actual
 
 
-@pytest.mark.points(3)
+@pytest.mark.points(4)
 def test_pool_matches_reference(impl, reference):
     for seed, (B, T, D) in enumerate([(4, 9, 6), (1, 1, 3), (7, 16, 32), (3, 5, 1), (16, 40, 24)]):
         hidden, mask = make_batch(100 + seed, B, T, D)
         check_pool(impl, reference, hidden, mask, f"masked_mean_pool(hidden [{B}, {T}, {D}], mask)")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(3)
 def test_pool_on_minilm_states(impl, reference):
     # Real contextual states of a padded batch of the lesson's sentences (padding states are not zero).
     from bertlab.datasets import LESSON_REVIEW_SNIPPETS
@@ -118,7 +118,7 @@ def test_pool_ignores_extra_padding(impl, reference):
                 hint="Extra padding must not change the mean of the real tokens.")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(3)
 def test_pool_rejects_mismatched_shapes(impl, reference):
     hidden, mask = make_batch(150, 3, 5, 4)
     cases = [

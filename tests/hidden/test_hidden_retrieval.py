@@ -91,7 +91,7 @@ def check_search(impl, reference, queries, corpus, top_k, what: str, *, atol: fl
     return scores, indices
 
 
-@pytest.mark.points(4)
+@pytest.mark.points(5)
 def test_search_matches_brute_force_across_block_sizes(impl, reference):
     cases = [(7, 1000), (7, 1025), (5, 4097), (3, 10007), (300, 1500)]
     for seed, (Q, N) in enumerate(cases):

@@ -343,7 +343,8 @@ def test_each_text_is_encoded_once(impl):
                     f"{again or 'none'}; never encoded: {missing or 'none'}. Keep the embeddings from add() and reuse "
                     "them in search(); encode only the queries there.", pytrace=False)
     if encoder.seen["GOOD FILM"] < 1:
-        pytest.fail("search should encode its query with the index's encode function.", pytrace=False)
+        pytest.fail("search('GOOD FILM') never passed the string 'GOOD FILM' to encode: encode each query (a single "
+                    "str is one query, not a sequence of characters) with the index's encode function.", pytrace=False)
 
 
 def test_search_takes_one_string_or_a_list(impl):

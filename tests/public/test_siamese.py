@@ -44,9 +44,12 @@ def tokens(tokenizer, texts, **padding):
 
 
 @torch.no_grad()
-def oracle_encode(model, input_ids, attention_mask) -> torch.Tensor:
-    """[B, D] float64: for each sentence, the plain average of last_hidden_state over its real tokens."""
-    hidden = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+def oracle_encode(model, input_ids, attention_mask, encoder_sees_mask: bool = True) -> torch.Tensor:
+    """[B, D] float64: for each sentence, the plain average of last_hidden_state over its real tokens.
+
+    encoder_sees_mask=False reproduces a classic mistake (the encoder attends to padding), to name it.
+    """
+    hidden = model(input_ids=input_ids, attention_mask=attention_mask if encoder_sees_mask else None).last_hidden_state
     rows = []
     for b in range(hidden.shape[0]):
         real = [t for t in range(hidden.shape[1]) if attention_mask[b, t] == 1]
@@ -62,6 +65,9 @@ def diagnose_encode(actual, model, input_ids, attention_mask) -> str:
         (output.last_hidden_state.mean(dim=1), "This averages the padding positions too: pass the attention mask "
                                                "to masked_mean_pool."),
     ]
+    unmasked_encoder = oracle_encode(model, input_ids, attention_mask, encoder_sees_mask=False)
+    candidates.append((unmasked_encoder, "Close, but the encoder did not get the attention mask, so real tokens "
+                                         "attended to [PAD]: call encoder(input_ids=..., attention_mask=...)."))
     if getattr(output, "pooler_output", None) is not None:
         candidates.append((output.pooler_output, "This is pooler_output (tanh of a dense layer over [CLS]); "
                                                  "use masked_mean_pool(last_hidden_state, attention_mask)."))
@@ -105,6 +111,12 @@ def test_forward_is_the_cosine_of_the_two_encodings(impl, tokenizer, tiny_model)
     def diagnose(actual):
         if close_to(actual, dot):
             return "These are dot products: divide by both norms (F.cosine_similarity)."
+        with torch.no_grad():
+            own = F.cosine_similarity(torch.as_tensor(sbert.encode(*a)).detach().double(),
+                                      torch.as_tensor(sbert.encode(*b)).detach().double(), dim=-1)
+        if close_to(actual, own, tol=1e-5):
+            return ("forward is the cosine of your own encode, so the cosine part is right: fix encode first "
+                    "(see test_encode_is_the_masked_mean_of_the_last_hidden_state).")
         return "forward(a, b)[i] must be the cosine of encode(a)[i] and encode(b)[i]."
 
     check_close(scores, expected, "SiameseBert.forward", atol=1e-5, diagnose=diagnose)

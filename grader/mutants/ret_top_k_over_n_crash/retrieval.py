@@ -73,7 +73,7 @@ def semantic_search(
             block = corpus[c0 : c0 + corpus_block].to(dtype)
             # Divide the dot products by the corpus norms instead of normalising a copy of the block.
             scores = (q @ block.T) / torch.linalg.vector_norm(block, dim=1).clamp(min=1e-12)
-            block_scores, block_indices = _topk_ties_by_index(scores, min(k, block.shape[0]))
+            block_scores, block_indices = _topk_ties_by_index(scores, k)
             # Everything kept so far has a smaller corpus index than this block, so a stable sort
             # of [kept, block] by descending score keeps ties in ascending-index order.
             merged = torch.cat([scores_so_far, block_scores], dim=1)
