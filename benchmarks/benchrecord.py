@@ -21,6 +21,7 @@ class Timing:
     group: str
     name: str
     median_s: float
+    min_s: float
     rounds: int
 
 
@@ -50,14 +51,16 @@ def summary_markdown() -> str:
         f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads, {os.cpu_count()} CPUs, "
         f"{platform.processor() or platform.machine()}",
         "",
-        "| benchmark | variant | median | ours / variant |",
+        "| benchmark | variant | median (min), rounds | ours / variant: medians (mins) |",
         "| --- | --- | --- | --- |",
     ]
     for group, timings in TIMINGS.items():
         ours = next((t for t in timings if t.name == OURS), None)
         for t in timings:
-            ratio = "" if ours is None or t is ours else f"{ours.median_s / t.median_s:.2f}x"
-            lines.append(f"| {group} | {t.name} | {_format_seconds(t.median_s)} ({t.rounds} rounds) | {ratio} |")
+            ratio = ("" if ours is None or t is ours else
+                     f"{ours.median_s / t.median_s:.2f}x ({ours.min_s / t.min_s:.2f}x)")
+            lines.append(f"| {group} | {t.name} | {_format_seconds(t.median_s)} ({_format_seconds(t.min_s)}), "
+                         f"{t.rounds} | {ratio} |")
     if MEMORY:
         lines += ["", "| memory case | variant | peak extra RSS | note |", "| --- | --- | --- | --- |"]
         lines += [f"| {m.case} | {m.name} | {m.peak_extra_mib:.0f} MiB | {m.note} |" for m in MEMORY]

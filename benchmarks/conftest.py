@@ -21,18 +21,18 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 @pytest.fixture
 def timed(benchmark):
-    """timed(group, name, fn, rounds): benchmark fn() and record its median under group.
+    """timed(group, name, fn, rounds, warmup): benchmark fn() and record its median and min under group.
 
     name == OURS marks the kit's implementation; every other name in the group is a baseline that the
     summary divides by. Returns fn's result (from the last round), for correctness checks.
     """
 
-    def run(group: str, name: str, fn: Callable[[], object], rounds: int = 5):
+    def run(group: str, name: str, fn: Callable[[], object], rounds: int = 5, warmup: int = 1):
         benchmark.group = group
-        result = benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
+        result = benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=warmup)
         stats = getattr(benchmark, "stats", None)
         if stats is not None:  # None when benchmarks are disabled (smoke run)
-            TIMINGS[group].append(Timing(group, name, stats.stats.median, stats.stats.rounds))
+            TIMINGS[group].append(Timing(group, name, stats.stats.median, stats.stats.min, stats.stats.rounds))
         return result
 
     return run

@@ -49,6 +49,7 @@ class FinetuneSettings:
     scratch_learning_rate: float  # a random start needs much bigger steps
     scratch_d_model: int          # width of the from-scratch TinyBERT (4 layers, 4 heads, FFN 4x)
     eval_each_epoch: bool = False  # lesson: evaluate every epoch and keep the best one
+    warmup_ratio: float = 0.0     # fraction of the steps over which the learning rate ramps up from 0
     logging_steps: int = 5
     seed: int = 0
 
@@ -192,7 +193,7 @@ def train_and_evaluate(model: nn.Module, tokenizer, train: Sequence[Review], hel
             per_device_train_batch_size=settings.batch_size,
             per_device_eval_batch_size=max(settings.batch_size, 32),
             learning_rate=learning_rate,
-            warmup_steps=0,
+            warmup_steps=settings.warmup_ratio,  # a float below 1 is a fraction of the total steps
             weight_decay=0.01,
             eval_strategy=epoch_strategy,
             save_strategy=epoch_strategy,  # load_best_model_at_end needs a checkpoint per evaluation

@@ -169,8 +169,9 @@ with student_code("pooling"):
 code(r"""
 with student_code("cka"):
     require(untrained_cka, trained_cka)
-    figure = plots.cka_heatmaps({"untrained TinyBERT (blocks 1-4)": untrained_cka,
-                                 "trained all-MiniLM-L6-v2 (hidden states 0-6)": trained_cka}, vmin=0.5)
+    titles = ("untrained TinyBERT (blocks 1-4)", "trained all-MiniLM-L6-v2 (hidden states 0-6)")
+    figure = plots.cka_heatmaps({titles[0]: untrained_cka, titles[1]: trained_cka}, vmin=0.5,
+                                labels={titles[0]: ["1", "2", "3", "4"]})
     display(figure)
 """, "cka-figure")
 

@@ -161,7 +161,6 @@ def run_rows(jobs: list[tuple], workers: int) -> list[Row]:
             reference_record(task)
             known_mistakes(task)
     if workers <= 1 or len(jobs) <= 1:
-        _init_worker()
         return [_grade_job(job) for job in jobs]
     ctx = mp.get_context("fork")
     with ctx.Pool(workers, initializer=_init_worker, maxtasksperchild=8) as pool:

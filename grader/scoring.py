@@ -271,7 +271,7 @@ def max_points_by_task(tasks: Optional[Iterable[str]] = None) -> dict[str, float
     return dict(_MAX_POINTS[key])
 
 
-def tests_by_task(tasks: Optional[Iterable[str]] = None) -> dict[str, list[tuple[str, float]]]:
+def points_by_test(tasks: Optional[Iterable[str]] = None) -> dict[str, list[tuple[str, float]]]:
     """task -> [(test name, points)] in collection order (for docs and the audit)."""
     recorder = _Recorder()
     _run_pytest(_pytest_args(tasks, (), collect_only=True), recorder)

@@ -153,15 +153,17 @@ def test_forward_is_pairwise_cosine(impl):
 @pytest.mark.points(4)
 def test_both_sides_share_one_encoder(impl):
     # Deep-copying the encoder for one side gives the same numbers until the weights change (e.g. a
-    # training step). So change the weights of the encoder the wrapper exposes and check that both
-    # sides follow: the same sentence on both sides must still score cosine 1.
+    # training step). So change the weights of the encoder the wrapper exposes (state_dict /
+    # load_state_dict, through the sandbox too) and check that both sides follow: with one shared
+    # encoder, swapping the two sentences of a pair cannot change its score.
     name = "tiny-bert-seed31"  # only this test uses this model: it changes the weights
     model = named_model(name)
     sbert = impl.siamese.create_sbert(model)
-    ids, mask = data.padded_batch(SENTENCES_A[:3])
-    h = _hidden(model, ids, mask).last_hidden_state
+    x, mask_x = data.padded_batch(SENTENCES_A[:3])
+    y, mask_y = data.padded_batch(SENTENCES_B[:3])
+    h_x, h_y = _hidden(model, x, mask_x).last_hidden_state, _hidden(model, y, mask_y).last_hidden_state
     with torch.no_grad():
-        before = tensor_result(sbert.encode(ids.clone(), mask.clone()), "encode(...)")
+        before = tensor_result(sbert.encode(x.clone(), mask_x.clone()), "encode(...)")
     state = sbert.state_dict()
     if not isinstance(state, dict):
         fail(f"SiameseBert.state_dict() returned {type(state).__name__}; keep SiameseBert a torch.nn.Module.")
@@ -177,19 +179,21 @@ def test_both_sides_share_one_encoder(impl):
                  for k, v in model_state.items() if v.is_floating_point()}
     sbert.load_state_dict(perturbed, strict=False)
     with torch.no_grad():
-        after = tensor_result(sbert.encode(ids.clone(), mask.clone()), "encode(...) after a weight change")
-        same = tensor_result(sbert(ids.clone(), mask.clone(), ids.clone(), mask.clone()),
-                             "forward(x, x) after a weight change")
+        after = tensor_result(sbert.encode(x.clone(), mask_x.clone()), "encode(...) after a weight change")
+        xy = tensor_result(sbert(x.clone(), mask_x.clone(), y.clone(), mask_y.clone()), "forward(x, y)")
+        yx = tensor_result(sbert(y.clone(), mask_y.clone(), x.clone(), mask_x.clone()), "forward(y, x)")
     if close(after, before, 1e-6):
         fail("After the wrapped encoder's weights changed (load_state_dict), encode gave the same vectors: "
              "encode must run the encoder stored in the SiameseBert, not another copy of it.")
-    shapes = {(ids.shape[0],)} | {tuple(c.shape) for c in wirings(impl, lambda pool: F.cosine_similarity(
-        pool(h, mask), pool(h, mask), dim=-1)).values()}
-    if tuple(same.shape) not in shapes:
-        check_shape(same, (ids.shape[0],), "forward(x, x)", "forward returns one cosine per pair: shape [B].")
-    if not torch.allclose(same.double(), torch.ones(same.shape, dtype=torch.float64), atol=1e-4):
-        fail(f"After the encoder's weights changed, the same sentence on side a and side b scored cosine "
-             f"{same.min().item():.4f}, not 1: the two sides use different copies of the encoder. A Siamese "
+    shapes = {(x.shape[0],)} | {tuple(c.shape) for c in wirings(impl, lambda pool: F.cosine_similarity(
+        pool(h_x, mask_x), pool(h_y, mask_y), dim=-1)).values()}
+    if tuple(xy.shape) not in shapes:
+        check_shape(xy, (x.shape[0],), "forward(x, y)", "forward returns one cosine per pair: shape [B].")
+    if tuple(yx.shape) != tuple(xy.shape) or not torch.allclose(xy.double(), yx.double(), atol=1e-4, rtol=1e-4):
+        worst = int((xy.double() - yx.double()).abs().reshape(-1).argmax()) if yx.shape == xy.shape else 0
+        fail(f"After the encoder's weights changed, swapping the two sentences of a pair changed its score "
+             f"(pair {worst}: forward(x, y) = {xy.reshape(-1)[worst].item():.4f}, forward(y, x) = "
+             f"{yx.reshape(-1)[worst].item():.4f}): the two sides use different copies of the encoder. A Siamese "
              "network has ONE encoder: keep one module and call it for both sentences (no copy.deepcopy).")
 
 

@@ -23,8 +23,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
 
-from .checks import check_close, check_tensor, close_to, expect_value_error
+from .checks import check_close, check_tensor, close_to, expect_value_error, property_settings
 
 pytestmark = pytest.mark.retrieval
 
@@ -157,6 +159,15 @@ def test_lesson_sized_example(impl):
 def test_matches_brute_force_at_block_friendly_and_odd_sizes(impl, N, Q):
     # k = 10: N = 9, 10, 11 sit around k; 1001 and 4099 cross the block sizes people usually pick.
     check_exact(impl, axis_queries(Q), integer_corpus(seed=N, N=N), 10, f"Q={Q}, N={N}, top_k=10 (integer data)")
+
+
+@property_settings(max_examples=30)
+@given(seed=st.integers(0, 2**32 - 1), N=st.integers(1, 300), Q=st.integers(1, 6), top_k=st.integers(1, 25),
+       n_prototypes=st.integers(1, 40))
+def test_matches_brute_force_on_random_sizes(impl, seed, N, Q, top_k, n_prototypes):
+    # Few prototypes for many rows: ties everywhere, also at the k-th place.
+    corpus = integer_corpus(seed, N, n_prototypes=n_prototypes)
+    check_exact(impl, axis_queries(Q), corpus, top_k, f"Q={Q}, N={N}, top_k={top_k} ({n_prototypes} distinct rows)")
 
 
 def test_matches_brute_force_over_several_query_blocks(impl):
