@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 
 OURS = "ours"
+# Other processes on a shared machine slow every variant unevenly; the load says how much to trust medians.
+START_LOAD = ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 @dataclass
@@ -47,9 +49,11 @@ def _format_seconds(seconds: float) -> str:
 
 def summary_markdown() -> str:
     """The ratio table (and memory table) as Markdown."""
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
         f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads, {os.cpu_count()} CPUs, "
-        f"{platform.processor() or platform.machine()}",
+        f"{platform.processor() or platform.machine()}; load average at the end (1, 5, 15 min): {load}; "
+        f"at the start: {START_LOAD}",
         "",
         "| benchmark | variant | median (min), rounds | ours / variant: medians (mins) |",
         "| --- | --- | --- | --- |",
@@ -64,5 +68,6 @@ def summary_markdown() -> str:
     if MEMORY:
         lines += ["", "| memory case | variant | peak extra RSS | note |", "| --- | --- | --- | --- |"]
         lines += [f"| {m.case} | {m.name} | {m.peak_extra_mib:.0f} MiB | {m.note} |" for m in MEMORY]
-    lines += ["", "ours / variant < 1: ours is faster; > 1: ours is slower by that factor."]
+    lines += ["", "ours / variant < 1: ours is faster; > 1: ours is slower by that factor. Contention from other "
+              "processes only ever adds time, so on a shared machine the mins are the steadier comparison."]
     return "\n".join(lines)

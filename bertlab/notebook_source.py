@@ -231,7 +231,7 @@ No pre-trained masked-LM comes in a Python package (MiniLM kept its encoder but 
 pre-training heads), and this kit never downloads. So: if `bert-base-uncased` is already in your
 Hugging Face cache, the cell uses it, and you should see the lesson's answers (*beautiful*,
 *good*, *recommend*). Otherwise the kit trains its own **small masked-LM**, once, for a few minutes
-(then it is cached): two Transformer layers on about 6,000 IMDb sentence pairs, masked by
+(then it is cached): two Transformer layers on 6,400 IMDb sentence pairs, masked by
 `DataCollatorForLanguageModeling` exactly as in BERT's recipe. Be clear about what it is: its layers
 and word table *start from MiniLM's*, so it is re-learning the objective, not learning English. It
 fills blanks with plausible words of the right kind, but with low confidence, and it cannot tell a

@@ -18,8 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from .checks import (check_close, check_tensor, expect_value_error, fail, generator, name_mistake, short,
-                     tensor_result)
+from .checks import check_close, check_tensor, expect_value_error, fail, generator, name_mistake, short
 
 pytestmark = pytest.mark.retrieval
 

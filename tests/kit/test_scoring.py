@@ -11,7 +11,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 from bertlab.implementations import load_directory, load_implementation
 from grader import scoring

@@ -334,7 +334,10 @@ def test_index_length_and_continuous_ids_over_several_adds(impl):
         pytest.fail(f"search with {len(TEXTS)} queries should return {len(TEXTS)} lists of hits; got {len(results)}.",
                     pytrace=False)
     for position, (text, hits) in enumerate(zip(TEXTS, results)):
-        (corpus_id, score, hit_text), = unpack(hits, f"query {text.upper()!r}") or [(None, None, None)]
+        if len(hits) != 1:
+            pytest.fail(f"search(..., top_k=1) should return exactly one hit per query; got {len(hits)} for "
+                        f"{text.upper()!r}.", pytrace=False)
+        (corpus_id, score, hit_text), = unpack(hits, f"query {text.upper()!r}")
         if (corpus_id, hit_text) != (position, text) or abs(score - 1.0) > 1e-5:
             pytest.fail(f"the best hit for {text.upper()!r} should be corpus id {position} ({text!r}, the "
                         f"{position + 1}th text added, score 1.0); got id {corpus_id} ({hit_text!r}, score {score}). "
