@@ -62,7 +62,7 @@ def summary_markdown() -> str:
         ours = next((t for t in timings if t.name == OURS), None)
         for t in timings:
             ratio = ("" if ours is None or t is ours else
-                     f"{ours.median_s / t.median_s:.2f}x ({ours.min_s / t.min_s:.2f}x)")
+                     f"{ours.median_s / t.median_s:.3g}x ({ours.min_s / t.min_s:.3g}x)")
             lines.append(f"| {group} | {t.name} | {_format_seconds(t.median_s)} ({_format_seconds(t.min_s)}), "
                          f"{t.rounds} | {ratio} |")
     if MEMORY:
