@@ -89,8 +89,9 @@ def baseline_notebook(max_points: dict[str, float]) -> nbformat.NotebookNode:
     return nb
 
 
-def run_baseline(cohort: dict, max_points: dict[str, float], workdir: Path) -> float:
-    """Seconds for `nbgrader autograde` over the cohort (sequential, one kernel per student)."""
+def run_baseline(cohort: dict, max_points: dict[str, float], workdir: Path) -> tuple[float, dict[str, float]]:
+    """Seconds for `nbgrader autograde` over the cohort (sequential, one kernel per student), and the
+    scores it gave (from `nbgrader export`), to check that the baseline really graded."""
     course = workdir / "nbgrader-course"
     (course / "source" / ASSIGNMENT).mkdir(parents=True)
     nb = baseline_notebook(max_points)
@@ -109,7 +110,13 @@ def run_baseline(cohort: dict, max_points: dict[str, float], workdir: Path) -> f
     elapsed = time.monotonic() - start
     if proc.returncode != 0:
         print(proc.stderr[-3000:], file=sys.stderr)
-    return elapsed
+    subprocess.run([sys.executable, "-m", "nbgrader", "export", "--to=grades.csv"], cwd=course, check=True,
+                   capture_output=True)
+    import csv
+
+    with open(course / "grades.csv", newline="") as handle:
+        scores = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+    return elapsed, scores
 
 
 def run_bertlab(cohort: dict, workers: int, workdir: Path) -> tuple[float, dict]:
@@ -128,7 +135,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="submissions in the cohort")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--baseline-n", type=int, default=10, help="submissions graded by the nbgrader baseline")
+    parser.add_argument("--baseline-n", type=int, default=10, choices=range(1, 10**6), metavar="K", help="submissions graded by the nbgrader baseline")
     parser.add_argument("--keep", action="store_true", help="keep the course folders")
     args = parser.parse_args(argv)
 
@@ -139,7 +146,7 @@ def main(argv=None) -> int:
     try:
         ours, results = run_bertlab(cohort, args.workers, workdir)
         baseline_cohort = dict(list(cohort.items())[: args.baseline_n])
-        theirs = run_baseline(baseline_cohort, max_points_by_task(), workdir) if args.baseline_n else float("nan")
+        theirs, their_scores = run_baseline(baseline_cohort, max_points_by_task(), workdir)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -152,6 +159,10 @@ def main(argv=None) -> int:
         "nbgrader_seconds_per_submission": round(per_theirs, 3),
         "throughput_ratio": round(per_theirs / per_ours, 1),
         "graded": len(results),
+        # The baseline grades per task, all or nothing; on full-marks submissions both must agree.
+        "full_marks_bertlab_on_baseline_sample": sum(results[s]["score"] == results[s]["max_score"] for s in baseline_cohort),
+        "full_marks_nbgrader_on_baseline_sample": sum(
+            their_scores.get(s, 0.0) == results[s]["max_score"] for s in baseline_cohort),
     }
     print(json.dumps(report, indent=1))
     return 0

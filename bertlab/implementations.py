@@ -11,8 +11,8 @@ student checking their own work, never for grading someone else's (the grader us
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
+import types
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,14 +48,11 @@ def load_directory(directory: Path) -> Implementation:
     if missing:
         raise FileNotFoundError(f"{directory} is missing {', '.join(missing)}.")
     package_name = f"_bertlab_impl_{uuid.uuid4().hex[:8]}"
-    init = directory / "__init__.py"
-    spec = importlib.util.spec_from_file_location(
-        package_name, init if init.exists() else None, submodule_search_locations=[str(directory)]
-    )
-    package = importlib.util.module_from_spec(spec)
+    # A namespace-like package rooted at the directory: its modules import each other relatively.
+    package = types.ModuleType(package_name)
+    package.__path__ = [str(directory)]
+    package.__package__ = package_name
     sys.modules[package_name] = package
-    if init.exists():
-        spec.loader.exec_module(package)
     return Implementation(name=str(directory), **{
         task: importlib.import_module(f"{package_name}.{task}") for task in EXERCISE_MODULES
     })

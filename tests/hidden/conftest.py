@@ -15,6 +15,16 @@ HIDDEN_TASKS = ("cka", "pooling", "siamese", "retrieval", "performance")
 _HERE = Path(__file__).resolve().parent
 
 
+@pytest.fixture(scope="package", autouse=True)
+def _one_torch_thread():
+    """The hidden suites run on one torch thread, as the sandboxed worker does (fair timing for the
+    performance task; much faster than two threads on shared cores). Restored after this package."""
+    from grader.scoring import one_torch_thread
+
+    with one_torch_thread():
+        yield
+
+
 @pytest.fixture(scope="session")
 def reference():
     """The reference implementation (solutions/), loaded in process."""
