@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from benchrecord import MEMORY, OURS, TIMINGS, Timing, summary_markdown
+from benchrecord import MEMORY, TIMINGS, Timing, summary_markdown
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -23,7 +23,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 def timed(benchmark):
     """timed(group, name, fn, rounds, warmup): benchmark fn() and record its median and min under group.
 
-    name == OURS marks the kit's implementation; every other name in the group is a baseline that the
+    name == benchrecord.OURS marks the kit's implementation; every other name in the group is a baseline that the
     summary divides by. Returns fn's result (from the last round), for correctness checks.
     """
 

@@ -56,11 +56,13 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int) -> None:
     """
     from grader.course import read_submission_sources
     from grader.sandbox import Sandbox
+    from grader.scoring import warm_up
 
     import torch
 
     torch.set_num_threads(1)  # one core per worker: N workers share the machine without oversubscribing
     sandbox = Sandbox(kit_root=KIT_ROOT, hide=hide, uid=SANDBOX_UID_BASE + slot)
+    warm_up()  # MiniLM and the reference inputs, while the sandbox's template warms up in parallel
     conn.send(("ready", None))
     try:
         while True:

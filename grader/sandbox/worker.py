@@ -267,6 +267,7 @@ class ChildServer:
                 args = decoder.decode(header.get("args", []))
                 kwargs = decoder.decode(header.get("kwargs", {"$t": "dict", "v": {}}))
                 torch.set_grad_enabled(True)  # training-like tests need autograd
+                watched = _snapshot_arrays(args, kwargs)
                 result = target(*args, **kwargs)
             encoder = self.rpc.Encoder(fallback=self._to_handle)
             try:
@@ -275,6 +276,10 @@ class ChildServer:
                 encoder = self.rpc.Encoder()
                 value = self._to_handle(result)
             reply = {"op": "reply", "id": rid, "ok": True, "value": value}
+            if header.get("mode") != "get":
+                mutated = {key: obj for key, obj, before in watched if _changed(obj, before)}
+                if mutated:  # in-place changes to arguments travel back, as they would in process
+                    reply["mutated"] = {key: encoder.encode(obj) for key, obj in mutated.items()}
             return reply, encoder.tensors
         except _WorkerError as exc:
             return {"op": "reply", "id": rid, "ok": False, "error": exc.info}, None
@@ -718,5 +723,39 @@ def main(argv=None) -> None:
     Template(ctrl, args.isolated, scratch).serve(ready)
 
 
+def _snapshot_arrays(args, kwargs) -> list:
+    """(key, argument, copy) for every top-level tensor or ndarray argument: "a:<i>" or "k:<name>"."""
+    import numpy as np
+
+    items = [(f"a:{i}", a) for i, a in enumerate(args)] + [(f"k:{k}", v) for k, v in kwargs.items()]
+    out = []
+    for key, obj in items:
+        if isinstance(obj, torch.Tensor):
+            out.append((key, obj, obj.detach().clone()))
+        elif isinstance(obj, np.ndarray):
+            out.append((key, obj, obj.copy()))
+    return out
+
+
+def _changed(obj, before) -> bool:
+    """Did the call modify this argument in place (values, shape or dtype; NaN equals NaN)?"""
+    import numpy as np
+
+    try:
+        if isinstance(obj, torch.Tensor):
+            now = obj.detach()
+            if now.shape != before.shape or now.dtype != before.dtype:
+                return True
+            if now.is_floating_point() or now.is_complex():
+                return not bool(torch.equal(now.nan_to_num(0.5), before.nan_to_num(0.5))
+                                and torch.equal(now.isnan(), before.isnan()))
+            return not torch.equal(now, before)
+        return obj.shape != before.shape or obj.dtype != before.dtype or not np.array_equal(
+            obj, before, equal_nan=obj.dtype.kind in "fc")
+    except Exception:  # noqa: BLE001 - an argument the student broke counts as changed
+        return True
+
+
 if __name__ == "__main__":
     main()
+

@@ -222,13 +222,16 @@ def test_linear_cka_leaves_inputs_unchanged(impl, reference):
     X, Y = make_pair(18, 15, 5, 5)
     x, y = X.double(), Y.double().numpy()  # float64: a conversion would return the input itself
     x_before, y_before = x.clone(), y.copy()
-    impl.cka.linear_cka(x, y)
+    result = impl.cka.linear_cka(x, y)
     if not torch.equal(x, x_before):
         fail("linear_cka modified its input tensor X in place (e.g. `X -= X.mean(0)`): the caller's "
              "data changed. Center a copy: `Xc = X - X.mean(dim=0, keepdim=True)`.")
     if not np.array_equal(y, y_before):
         fail("linear_cka modified its NumPy input Y in place: torch.as_tensor shares the array's "
              "memory, so in-place centering changes the caller's array. Center a copy instead.")
+    # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
+    check_scalar(python_float(result, "linear_cka(X, Y)"), reference.cka.linear_cka(x_before, y_before.copy()),
+                 "linear_cka(X, Y) (float64 tensor and NumPy inputs)", atol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------

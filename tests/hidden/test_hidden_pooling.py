@@ -140,7 +140,10 @@ def test_pool_leaves_inputs_unchanged(impl, reference):
         hidden, mask = make_batch(160, 3, 6, 4, lengths=[6, 2, 0])
         mask = mask.to(dtype)
         hidden_before, mask_before = hidden.clone(), mask.clone()
-        impl.pooling.masked_mean_pool(hidden, mask)
+        result = impl.pooling.masked_mean_pool(hidden, mask)
         if not torch.equal(hidden, hidden_before) or not torch.equal(mask, mask_before):
             fail("masked_mean_pool modified its inputs in place (e.g. `hidden_states *= mask` or "
                  "`masked_fill_`): the caller's hidden states changed. Build new tensors instead.")
+        # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
+        expected = reference.pooling.masked_mean_pool(hidden_before.clone(), mask_before.clone())
+        check_close(tensor_result(result, "masked_mean_pool"), expected, f"masked_mean_pool ({dtype} mask)", atol=1e-5)

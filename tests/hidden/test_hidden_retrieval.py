@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from .checks import check_close, check_tensor, expect_value_error, fail, generator, name_mistake, short
+from .checks import check_close, check_tensor, expect_value_error, fail, generator, name_mistake, short, tensor_result
 
 pytestmark = pytest.mark.retrieval
 
@@ -139,10 +139,15 @@ def test_search_rejects_bad_input(impl, reference):
 def test_search_leaves_inputs_unchanged(impl, reference):
     corpus, queries = gaussian(250, 30, 8), gaussian(251, 4, 8)
     corpus_before, queries_before = corpus.clone(), queries.clone()
-    impl.retrieval.semantic_search(queries, corpus, top_k=3)
+    scores, indices = impl.retrieval.semantic_search(queries, corpus, top_k=3)
     if not torch.equal(corpus, corpus_before) or not torch.equal(queries, queries_before):
         fail("semantic_search modified its inputs in place (e.g. `corpus /= corpus.norm(...)`): the "
              "caller's embeddings changed. Normalise copies (F.normalize returns a new tensor).")
+    # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
+    expected_scores, expected_indices = reference.retrieval.semantic_search(queries_before.clone(), corpus_before.clone(), top_k=3)
+    check_close(tensor_result(scores, "semantic_search scores"), expected_scores, "semantic_search scores", atol=1e-5)
+    if not torch.equal(tensor_result(indices, "semantic_search indices"), expected_indices):
+        fail("semantic_search returned the wrong corpus indices on a small search; see the other retrieval tests.")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 every hint recognised.
 
 The default run audits a representative part (the solutions, the stubs, one mutant per task, two
-variants) and checks every hint; ``BERTLAB_FULL_AUDIT=1`` audits the whole bank (about 7 minutes on
+variants) and checks every hint; ``BERTLAB_FULL_AUDIT=1`` audits the whole bank (4.5-7 minutes on
 two loaded cores, see docs/hidden-suites.md).
 """
 

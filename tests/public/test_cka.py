@@ -96,12 +96,13 @@ def cka_of(impl, X, Y, what: str) -> float:
 
 def diagnose(value: float, X, Y) -> str:
     """Name the classic mistake that produces ``value``, if one does."""
-    candidates = [
-        (numpy_cka(X, Y, center=False), "this is CKA without centering: subtract each column's mean first."),
-        (numpy_cka(X, Y, square=False), "this is the formula with an unsquared numerator: ||Yc^T Xc||_F^2."),
-        (numpy_cka(np.asarray(X).T, np.asarray(Y).T) if np.shape(X)[1] == np.shape(Y)[1] else None,
-         "this compares the transposed matrices: rows are examples, columns are features."),
-    ]
+    with np.errstate(invalid="ignore", divide="ignore"):  # a wrong variant may well be 0/0: just skip it
+        candidates = [
+            (numpy_cka(X, Y, center=False), "this is CKA without centering: subtract each column's mean first."),
+            (numpy_cka(X, Y, square=False), "this is the formula with an unsquared numerator: ||Yc^T Xc||_F^2."),
+            (numpy_cka(np.asarray(X).T, np.asarray(Y).T) if np.shape(X)[1] == np.shape(Y)[1] else None,
+             "this compares the transposed matrices: rows are examples, columns are features."),
+        ]
     for candidate, message in candidates:
         if candidate is not None and math.isfinite(candidate) and abs(candidate - value) <= 1e-6 * (1 + abs(candidate)):
             return message
