@@ -360,6 +360,9 @@ def train_small_mlm(recipe: SmallMLMRecipe, tokenizer=None, verbose: bool = True
     """
     from transformers import BertForPreTraining, get_linear_schedule_with_warmup
 
+    if recipe.minilm_layers and (recipe.num_heads != 12 or recipe.num_layers > 6):
+        raise ValueError("minilm_layers=True needs MiniLM's layout: num_heads=12 and at most 6 layers; "
+                         f"got num_heads={recipe.num_heads}, num_layers={recipe.num_layers}.")
     tokenizer = tokenizer or load_tokenizer("minilm")
     started = time.perf_counter()
     texts = [text for text, _ in datasets.load_movie_reviews("imdb", recipe.n_reviews, seed=recipe.seed + 100)]

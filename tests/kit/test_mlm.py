@@ -144,6 +144,11 @@ def test_recipe_key_tracks_every_setting():
     assert mlm.LESSON_RECIPE.key() != mlm.FAST_RECIPE.key()
 
 
+def test_minilm_layers_need_minilm_heads():
+    with pytest.raises(ValueError, match="num_heads=12"):
+        mlm.train_small_mlm(mlm.SmallMLMRecipe(num_heads=6), verbose=False)
+
+
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path / "c"))
     assert mlm.cache_dir() == tmp_path / "c"
