@@ -481,7 +481,7 @@ _MESSAGE_HINTS = [
 ]
 
 
-_CONCEPT_WORDS = {"cka": ("cka",), "pooling": ("pool",), "siamese": ("siamese", "sbert", "sentence-bert"),
+_CONCEPT_WORDS = {"cka": ("cka",), "pooling": ("pool", "sbert"), "siamese": ("siamese", "sbert", "sentence-bert"),
                   "retrieval": ("retrieval", "search")}
 
 

@@ -76,6 +76,7 @@ class Encoder:
 
     def __init__(self, fallback: Optional[Callable[[Any], Any]] = None):
         self.tensors: dict[str, torch.Tensor] = {}
+        self._storages: set[int] = set()  # data pointers already sent in this message
         self._fallback = fallback
 
     def encode(self, obj: Any, depth: int = 0) -> Any:
@@ -133,6 +134,13 @@ class Encoder:
                     or str(t.dtype).removeprefix("torch.") not in _TORCH_DTYPES:
                 return None
             t = t.to("cpu").contiguous()
+            # safetensors refuses two entries over the same memory (linear_cka(X, X) sends X twice,
+            # views of one tensor share it too): give every repeat its own copy.
+            storage = t.untyped_storage().data_ptr()
+            if storage in self._storages:
+                t = t.clone()
+            else:
+                self._storages.add(storage)
         except Exception:  # a tensor-like the worker cannot flatten stays a handle
             return None
         key = f"t{len(self.tensors)}"

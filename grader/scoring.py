@@ -138,6 +138,9 @@ def _task_and_points(item) -> tuple[Optional[str], float]:
     return (tasks[0] if len(tasks) == 1 else None), points
 
 
+TIMEOUTS_PER_TASK = 2  # after this many timeouts in one task, its remaining tests are not run
+
+
 class _Recorder:
     """Collects one entry per hidden test as pytest runs it."""
 
@@ -145,6 +148,19 @@ class _Recorder:
         self.impl = impl
         self.entries: dict[str, dict] = {}  # nodeid -> entry, in collection order
         self.collected: list = []
+        self.timeouts: dict[str, int] = {}  # task -> tests of it that timed out so far
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        # Every timeout costs the whole per-call limit; after TIMEOUTS_PER_TASK of them a task's
+        # remaining tests are scored as timeouts without running, so one endless loop cannot
+        # stretch a submission's grading to minutes.
+        task, _ = _task_and_points(item)
+        if self.timeouts.get(task, 0) >= TIMEOUTS_PER_TASK:
+            from grader.remote import SubmissionTimeout
+
+            raise SubmissionTimeout(f"not run: {TIMEOUTS_PER_TASK} earlier tests of task {task} got no answer "
+                                    "in time, so the rest of this task was not tried. Look for an endless loop.")
 
     def pytest_configure(self, config):
         if self.impl is not None:
@@ -174,6 +190,8 @@ class _Recorder:
                              points=entry["max_points"] * (1.0 if fraction is None else float(fraction)))
             else:
                 entry["outcome"], entry["message"] = classify(call.excinfo, "call")
+                if entry["outcome"] == "timeout":
+                    self.timeouts[entry["task"]] = self.timeouts.get(entry["task"], 0) + 1
                 if entry["outcome"] == "failed" and fraction is not None:
                     entry["points"] = entry["max_points"] * float(fraction)
         elif call.when == "teardown" and call.excinfo is not None and entry["outcome"] == "passed":

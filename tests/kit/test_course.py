@@ -349,8 +349,14 @@ def postgres_url(tmp_path):
                 time.sleep(0.1)
         yield url
     finally:
-        server.terminate()
-        server.wait(30)
+        import signal
+
+        server.send_signal(signal.SIGINT)  # "fast" shutdown: pooled client connections do not hold it up
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
         shutil.rmtree(root, ignore_errors=True)
 
 

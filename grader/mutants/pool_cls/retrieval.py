@@ -60,31 +60,42 @@ def semantic_search(
     queries = F.normalize(queries.to(dtype), dim=1)
     n_queries, n_corpus = queries.shape[0], corpus.shape[0]
     k = min(top_k, n_corpus)
+    # Block sizes: a [query_block, corpus_block] score buffer of at most MAX_BLOCK_SCORES entries.
+    # The corpus is the outer loop, so each corpus row is read (and its norm taken) exactly once;
+    # blocks are balanced in size because a thin last block wastes BLAS time.
+    corpus_block = _balanced(n_corpus, max(k, MAX_BLOCK_SCORES // max(n_queries, 1), 4096))
+    query_block = _balanced(n_queries, max(1, MAX_BLOCK_SCORES // max(corpus_block, 1)))
     best_scores = torch.empty(n_queries, 0, dtype=dtype)
     best_indices = torch.empty(n_queries, 0, dtype=torch.long)
-
-    query_block = max(1, min(n_queries, MAX_BLOCK_SCORES // max(n_corpus, 1)))
-    corpus_block = max(k, MAX_BLOCK_SCORES // query_block)
-    results = []
-    for q0 in range(0, n_queries, query_block):
-        q = queries[q0 : q0 + query_block]
-        scores_so_far, indices_so_far = best_scores[: len(q)], best_indices[: len(q)]
-        for c0 in range(0, n_corpus, corpus_block):
-            block = corpus[c0 : c0 + corpus_block].to(dtype)
-            # Divide the dot products by the corpus norms instead of normalising a copy of the block.
-            scores = (q @ block.T) / torch.linalg.vector_norm(block, dim=1).clamp(min=1e-12)
-            block_scores, block_indices = _topk_ties_by_index(scores, min(k, block.shape[0]))
+    if n_queries == 0:
+        return best_scores, best_indices
+    for c0 in range(0, n_corpus, corpus_block):
+        block = corpus[c0 : c0 + corpus_block].to(dtype)
+        # Divide the dot products by the corpus norms (in place) instead of normalising a copy.
+        inverse_norms = torch.linalg.vector_norm(block, dim=1).clamp(min=1e-12).reciprocal()
+        block_k = min(k, block.shape[0])
+        merged_scores, merged_indices = [], []
+        for q0 in range(0, n_queries, query_block):
+            scores = (queries[q0 : q0 + query_block] @ block.T).mul_(inverse_norms)
+            block_scores, block_indices = _topk_ties_by_index(scores, block_k)
             # Everything kept so far has a smaller corpus index than this block, so a stable sort
             # of [kept, block] by descending score keeps ties in ascending-index order.
-            merged = torch.cat([scores_so_far, block_scores], dim=1)
-            merged_indices = torch.cat([indices_so_far, block_indices + c0], dim=1)
+            kept = slice(q0, q0 + query_block)
+            merged = torch.cat([best_scores[kept], block_scores], dim=1)
+            indices = torch.cat([best_indices[kept], block_indices + c0], dim=1)
             order = torch.sort(merged, dim=1, descending=True, stable=True).indices[:, :k]
-            scores_so_far = merged.gather(1, order)
-            indices_so_far = merged_indices.gather(1, order)
-        results.append((scores_so_far, indices_so_far))
-    if not results:  # no queries at all
-        return best_scores, best_indices
-    return torch.cat([s for s, _ in results]), torch.cat([i for _, i in results])
+            merged_scores.append(merged.gather(1, order))
+            merged_indices.append(indices.gather(1, order))
+        best_scores, best_indices = torch.cat(merged_scores), torch.cat(merged_indices)
+    return best_scores, best_indices
+
+
+def _balanced(total: int, most: int) -> int:
+    """The size of equal blocks covering ``total`` items with at most ``most`` per block."""
+    if total <= 0:
+        return 1
+    n_blocks = -(-total // max(most, 1))
+    return -(-total // n_blocks)
 
 
 def _topk_ties_by_index(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
@@ -93,19 +104,21 @@ def _topk_ties_by_index(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     topk's order among equal values is unspecified, and at the k-th place it may even keep a later
     column over an earlier one. Rows where the k-th score is tied beyond k fall back to a stable sort.
     """
-    values, indices = torch.topk(scores, k, dim=1)
+    # One extra candidate tells whether the k-th score is tied with something left out.
+    width = min(k + 1, scores.shape[1])
+    values, indices = torch.topk(scores, width, dim=1)
+    tied_beyond_k = values[:, k - 1] == values[:, k] if width > k else torch.zeros(len(scores), dtype=torch.bool)
+    values, indices = values[:, :k], indices[:, :k]
     # Re-order within ties: stable sort of the (index-sorted) candidates by descending score.
     by_index = torch.sort(indices, dim=1)
     values = values.gather(1, by_index.indices)
     order = torch.sort(values, dim=1, descending=True, stable=True).indices
     values, indices = values.gather(1, order), by_index.values.gather(1, order)
-    if k > 0:
-        tied_beyond_k = (scores >= values[:, -1:]).sum(dim=1) > k
-        if tied_beyond_k.any():
-            rows = tied_beyond_k.nonzero().squeeze(1)
-            exact = torch.sort(scores[rows], dim=1, descending=True, stable=True)
-            values[rows] = exact.values[:, :k]
-            indices[rows] = exact.indices[:, :k]
+    if tied_beyond_k.any():  # rare: fall back to an exact stable sort for those rows only
+        rows = tied_beyond_k.nonzero().squeeze(1)
+        exact = torch.sort(scores[rows], dim=1, descending=True, stable=True)
+        values[rows] = exact.values[:, :k]
+        indices[rows] = exact.indices[:, :k]
     return values, indices
 
 

@@ -52,25 +52,35 @@ def semantic_search(
     return best_s, best_i
 
 
+def _balanced(total: int, most: int) -> int:
+    """The size of equal blocks covering ``total`` items with at most ``most`` per block."""
+    if total <= 0:
+        return 1
+    n_blocks = -(-total // max(most, 1))
+    return -(-total // n_blocks)
+
+
 def _topk_ties_by_index(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """torch.topk, except that equal scores are ordered by ascending column index.
 
     topk's order among equal values is unspecified, and at the k-th place it may even keep a later
     column over an earlier one. Rows where the k-th score is tied beyond k fall back to a stable sort.
     """
-    values, indices = torch.topk(scores, k, dim=1)
+    # One extra candidate tells whether the k-th score is tied with something left out.
+    width = min(k + 1, scores.shape[1])
+    values, indices = torch.topk(scores, width, dim=1)
+    tied_beyond_k = values[:, k - 1] == values[:, k] if width > k else torch.zeros(len(scores), dtype=torch.bool)
+    values, indices = values[:, :k], indices[:, :k]
     # Re-order within ties: stable sort of the (index-sorted) candidates by descending score.
     by_index = torch.sort(indices, dim=1)
     values = values.gather(1, by_index.indices)
     order = torch.sort(values, dim=1, descending=True, stable=True).indices
     values, indices = values.gather(1, order), by_index.values.gather(1, order)
-    if k > 0:
-        tied_beyond_k = (scores >= values[:, -1:]).sum(dim=1) > k
-        if tied_beyond_k.any():
-            rows = tied_beyond_k.nonzero().squeeze(1)
-            exact = torch.sort(scores[rows], dim=1, descending=True, stable=True)
-            values[rows] = exact.values[:, :k]
-            indices[rows] = exact.indices[:, :k]
+    if tied_beyond_k.any():  # rare: fall back to an exact stable sort for those rows only
+        rows = tied_beyond_k.nonzero().squeeze(1)
+        exact = torch.sort(scores[rows], dim=1, descending=True, stable=True)
+        values[rows] = exact.values[:, :k]
+        indices[rows] = exact.indices[:, :k]
     return values, indices
 
 
