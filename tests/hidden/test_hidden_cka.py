@@ -230,8 +230,10 @@ def test_linear_cka_leaves_inputs_unchanged(impl, reference):
         fail("linear_cka modified its NumPy input Y in place: torch.as_tensor shares the array's "
              "memory, so in-place centering changes the caller's array. Center a copy instead.")
     # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
-    check_scalar(python_float(result, "linear_cka(X, Y)"), reference.cka.linear_cka(x_before, y_before.copy()),
-                 "linear_cka(X, Y) (float64 tensor and NumPy inputs)", atol=1e-6)
+    value = python_float(result, "linear_cka(X, Y)")
+    check_scalar(value, reference.cka.linear_cka(x_before, y_before.copy()),
+                 "linear_cka(X, Y) (float64 tensor and NumPy inputs)", atol=1e-6,
+                 hint=diagnose_cka(value, x_before, torch.as_tensor(y_before)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -146,4 +146,5 @@ def test_pool_leaves_inputs_unchanged(impl, reference):
                  "`masked_fill_`): the caller's hidden states changed. Build new tensors instead.")
         # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
         expected = reference.pooling.masked_mean_pool(hidden_before.clone(), mask_before.clone())
-        check_close(tensor_result(result, "masked_mean_pool"), expected, f"masked_mean_pool ({dtype} mask)", atol=1e-5)
+        check_close(tensor_result(result, "masked_mean_pool"), expected, f"masked_mean_pool ({dtype} mask)", atol=1e-5,
+                    diagnose=lambda a: diagnose_pool(a, hidden_before, mask_before))

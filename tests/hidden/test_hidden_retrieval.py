@@ -145,9 +145,12 @@ def test_search_leaves_inputs_unchanged(impl, reference):
              "caller's embeddings changed. Normalise copies (F.normalize returns a new tensor).")
     # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
     expected_scores, expected_indices = reference.retrieval.semantic_search(queries_before.clone(), corpus_before.clone(), top_k=3)
-    check_close(tensor_result(scores, "semantic_search scores"), expected_scores, "semantic_search scores", atol=1e-5)
-    if not torch.equal(tensor_result(indices, "semantic_search indices"), expected_indices):
-        fail("semantic_search returned the wrong corpus indices on a small search; see the other retrieval tests.")
+    scores = tensor_result(scores, "semantic_search scores")
+    indices = tensor_result(indices, "semantic_search indices")
+    diagnosis = diagnose_search(scores, indices, queries_before, corpus_before, 3) if scores.shape == indices.shape else ""
+    check_close(scores, expected_scores, "semantic_search scores", atol=1e-5, hint=diagnosis)
+    if not torch.equal(indices, expected_indices):
+        fail(f"semantic_search returned the wrong corpus indices on a small search. {diagnosis}".strip())
 
 
 # ---------------------------------------------------------------------------------------------

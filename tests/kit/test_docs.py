@@ -30,7 +30,7 @@ RUN_BY = {
     "release": "tests/kit/test_release.py::test_release_command_writes_refuses_and_replaces",
     "build-exercises": "tests/kit/test_docs.py::test_build_exercises_command_reproduces_the_committed_stubs",
     "lesson": "tests/kit/test_lesson_figures.py::figures",
-    "demo": "tests/kit/test_demo.py::test_demo",
+    "demo": "tests/kit/test_demo.py::demo",
     "grade": "tests/kit/test_runner.py::test_grade_course",
     "grade-one": "tests/kit/test_runner.py::test_grade_one_json",
     "audit": "tests/kit/test_audit.py::test_audit",
