@@ -622,24 +622,13 @@ def meta_text(entry) -> str:
     return "\n".join(lines) + "\n"
 
 
-# bertlab.implementations.load_directory imports a directory as a package; an __init__.py makes
-# that work on every Python (without one, spec_from_file_location has no location to start from).
-PACKAGE_INIT = '"""A mutant-bank entry: trusted kit code, graded in process by `bertlab audit`."""\n'
-
-
 def expected_bank() -> dict[Path, dict[str, str]]:
-    """directory -> {file name: text} for every entry of the recipe."""
+    """directory -> {file name: text} for every entry of the recipe: only the file that differs from
+    the solutions, and its metadata (grader.mutants fills in the other three files when loading)."""
     bank = {}
-    for entry in MUTANTS:
-        files = entry_files(entry)
-        files["__init__.py"] = PACKAGE_INIT
-        files["MUTANT.txt"] = meta_text(entry)
-        bank[BANK_DIR / entry.name] = files
-    for entry in VARIANTS:
-        files = entry_files(entry)
-        files["__init__.py"] = PACKAGE_INIT
-        files["VARIANT.txt"] = meta_text(entry)
-        bank[VARIANTS_DIR / entry.name] = files
+    for entries, parent, meta in ((MUTANTS, BANK_DIR, "MUTANT.txt"), (VARIANTS, VARIANTS_DIR, "VARIANT.txt")):
+        for entry in entries:
+            bank[parent / entry.name] = {entry.file: entry_files(entry)[entry.file], meta: meta_text(entry)}
     return bank
 
 
@@ -652,7 +641,8 @@ def build() -> list[Path]:
                 if (sub / meta).is_file() and sub not in bank:
                     shutil.rmtree(sub)
     for directory, files in bank.items():
-        directory.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(directory, ignore_errors=True)  # no stale files from an earlier recipe
+        directory.mkdir(parents=True)
         for name, text in files.items():
             (directory / name).write_text(text, encoding="utf-8")
     return sorted(bank)
@@ -662,11 +652,9 @@ def stale_entries() -> list[str]:
     """Names of entries whose committed files differ from the recipe (empty when up to date)."""
     stale = []
     for directory, files in expected_bank().items():
-        for name, text in files.items():
-            path = directory / name
-            if not path.is_file() or path.read_text(encoding="utf-8") != text:
-                stale.append(directory.name)
-                break
+        present = {p.name for p in directory.iterdir() if p.is_file()} if directory.is_dir() else set()
+        if present != set(files) or any((directory / n).read_text(encoding="utf-8") != t for n, t in files.items()):
+            stale.append(directory.name)
     return stale
 
 

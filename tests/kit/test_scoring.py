@@ -15,7 +15,7 @@ import pytest
 from bertlab.implementations import load_directory, load_implementation
 from grader import scoring
 from grader.course import validate_result
-from grader.mutants import BANK_DIR, read_meta
+from grader.mutants import load_bank, read_meta
 from grader.scoring import max_points_by_task, points_by_test, run_hidden_suite
 
 KIT = Path(__file__).resolve().parents[2]
@@ -56,8 +56,9 @@ def test_solutions_get_full_marks_and_a_valid_results_dict():
 
 
 def test_a_mutant_gets_teaching_messages_and_its_hint():
-    path = BANK_DIR / "pool_divide_by_length"
-    result = run_hidden_suite(load_directory(path), student="m", tasks=("pooling",))
+    entry, = load_bank("pool_divide_by_length", kinds=("mutant",))
+    path = entry.source
+    result = run_hidden_suite(load_directory(entry.path), student="m", tasks=("pooling",))
     failed = [t for t in result["tests"] if t["outcome"] != "passed"]
     assert failed and 0 < result["score"] < result["max_score"]
     hint = read_meta(path / "MUTANT.txt")["hint"]

@@ -1,1 +1,0 @@
-"""A mutant-bank entry: trusted kit code, graded in process by `bertlab audit`."""
