@@ -108,11 +108,17 @@ class _Worker:
         self.process.join(5)
 
 
-def _pool_results(submissions, workers: int, hide: list[str], assignment: str):
-    """Yield (submission, result_or_None, error_message) as grader workers finish them."""
+def start_workers(n: int, hide: list[str], assignment: str) -> list[_Worker]:
+    """Start ``n`` grader workers now; they warm up (seconds) while the caller prepares the course."""
     ctx = mp.get_context("spawn")  # fresh interpreters: no inherited OpenMP pools or locks
+    return [_Worker(ctx, hide, assignment, slot) for slot in range(n)]
+
+
+def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment: str):
+    """Yield (submission, result_or_None, error_message) as the grader workers of ``pool`` finish
+    them; a worker that dies is replaced. The workers are stopped at the end."""
+    ctx = mp.get_context("spawn")
     queue = [(s, 1) for s in submissions]
-    pool = [_Worker(ctx, hide, assignment, slot) for slot in range(min(workers, len(queue)))]
     try:
         while queue or any(w.job for w in pool):
             for w in pool:
@@ -146,11 +152,16 @@ def _pool_results(submissions, workers: int, hide: list[str], assignment: str):
                     w.kill()
                     pool[i] = _Worker(ctx, hide, assignment, w.slot)
     finally:
-        for w in pool:
-            w.stop()
-        for w in pool:
-            w.process.join(10)
-            w.kill()
+        stop_workers(pool)
+
+
+def stop_workers(pool: list[_Worker]) -> None:
+    """Ask every worker to finish (its sandbox closes), then make sure each is gone."""
+    for w in pool:
+        w.stop()
+    for w in pool:
+        w.process.join(10)
+        w.kill()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -179,44 +190,51 @@ def grade_course(course: Path, assignment: str = "week7", workers: int | None = 
         print(f"bertlab grade: {course} has no submitted/ folder. Put each student's files in "
               f"{course}/submitted/<student>/{assignment}/ (or run `bertlab demo` to see a course).", file=sys.stderr)
         return 2
-    max_points = max_points_by_task()
-    nbcourse.init_course(course, assignment, max_points=max_points, db_url=db_url)
-
+    start = time.monotonic()
     finished = nbcourse.load_results(course, assignment)
-    for result in finished.values():  # a run killed between the gradebook and results.json: re-sync
-        nbcourse.record_result(course, result, db_url)
     submissions = nbcourse.list_submissions(course, assignment)
     todo, refused = [], []
     for s in submissions:
         if s.student in finished:
             continue
         (refused if getattr(s, "error", None) else todo).append(s)
-    for s in refused:  # e.g. a zip bomb: the student's own error, never the cohort's
-        nbcourse.record_result(course, nbcourse.error_result(s.student, assignment, s.error, max_points), db_url)
+    workers = min(workers or default_workers(), len(todo))
+    hide = _hidden_paths(course, db_url)
+    # The workers warm up (torch, MiniLM, the sandbox: about 15 s for two on two cores) while this
+    # process sets up the gradebook (several seconds of nbgrader): the two overlap.
+    pool = start_workers(workers, hide, assignment) if todo else []
+    try:
+        max_points = max_points_by_task()
+        nbcourse.init_course(course, assignment, max_points=max_points, db_url=db_url)
+        for result in finished.values():  # a run killed between the gradebook and results.json: re-sync
+            nbcourse.record_result(course, result, db_url)
+        for s in refused:  # e.g. a zip bomb: the student's own error, never the cohort's
+            nbcourse.record_result(course, nbcourse.error_result(s.student, assignment, s.error, max_points), db_url)
 
-    workers = workers or default_workers()
-    if not quiet:
-        print(f"Grading {len(todo)} submission(s) of {assignment} in {course} with {workers} worker(s); "
-              f"{len(finished)} already graded.", file=sys.stderr)
-    progress = _progress(len(todo), quiet)
-    start = time.monotonic()
-    for submission, result, error in _pool_results(todo, workers, _hidden_paths(course, db_url), assignment):
-        if result is None:
-            result = nbcourse.error_result(submission.student, assignment,
-                                           f"Your submission could not be graded: {error}", max_points)
-        nbcourse.record_result(course, result, db_url)
-        progress.update(1)
-    progress.close()
+        if not quiet:
+            print(f"Grading {len(todo)} submission(s) of {assignment} in {course} with {workers} worker(s); "
+                  f"{len(finished)} already graded.", file=sys.stderr)
+        progress = _progress(len(todo), quiet)
+        for submission, result, error in _pool_results(todo, pool, hide, assignment):
+            if result is None:
+                result = nbcourse.error_result(submission.student, assignment,
+                                               f"Your submission could not be graded: {error}", max_points)
+            nbcourse.record_result(course, result, db_url)
+            progress.update(1)
+        progress.close()
+    finally:
+        stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
     elapsed = time.monotonic() - start
 
-    grades = nbcourse.export_grades(course, db_url)
-    feedback = nbcourse.generate_feedback(course, assignment, db_url)
     results = nbcourse.load_results(course, assignment)
+    grades, feedback = nbcourse.export_and_feedback(course, assignment, db_url, students=sorted(results),
+                                                    processes=default_workers())
     if not quiet:
         print(format_gradebook(results))
         if todo:
-            print(f"\nGraded {len(todo)} submission(s) in {elapsed:.1f} s "
-                  f"({elapsed / len(todo):.2f} s per submission, {len(todo) / elapsed * 60:.0f} per minute).")
+            print(f"\nGraded {len(todo)} submission(s) in {elapsed:.1f} s, worker start-up included "
+                  f"({elapsed / len(todo):.2f} s per submission, {len(todo) / elapsed * 60:.0f} per minute); "
+                  f"then the export and feedback.")
         print(f"Gradebook export: {grades}")
         print(f"Feedback: {feedback}/<student>/{assignment}/{assignment}.html")
         print(f"Results: {course}/autograded/<student>/{assignment}/results.json")

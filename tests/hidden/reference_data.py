@@ -22,7 +22,9 @@ from torch import Tensor
 CKA_PROBE_REVIEWS = 32
 CKA_PROBE_TOKENS = 64
 UNTRAINED_SEEDS = (0, 1)
-STS_SAMPLE_SIZE = 100
+# 48 pairs (88 sentences): the reference's Spearman is 0.828, DAN's 0.515; 100 pairs gave the same
+# verdicts at twice the cost of the student's forward passes (about 1.1 s instead of 0.5 s per submission).
+STS_SAMPLE_SIZE = 48
 STS_SAMPLE_SEED = 7
 
 
@@ -31,6 +33,21 @@ def tokenizer():
     from bertlab.models import load_tokenizer
 
     return load_tokenizer("minilm")
+
+
+def tiny_bert(name: str) -> torch.nn.Module:
+    """``named_model(name)`` for a "tiny-bert-seed<k>": a copy of one built once per process (copying
+    takes a few ms, building about 40 ms). A copy, because code graded in this process may change it."""
+    import copy
+
+    return copy.deepcopy(_tiny_bert_built(name))
+
+
+@functools.lru_cache(maxsize=None)
+def _tiny_bert_built(name: str) -> torch.nn.Module:
+    from bertlab.models import named_model
+
+    return named_model(name)
 
 
 def minilm() -> torch.nn.Module:
