@@ -139,6 +139,8 @@ def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment:
                         else:
                             submission, _ = w.job
                             w.job = None
+                            if queue:  # the next job first: the worker grades while we record this one
+                                w.give(*queue.pop(0))
                             yield (submission, payload, None) if kind == "result" else (submission, None, payload)
                 if died or overdue:
                     if w.job is not None:
@@ -206,22 +208,24 @@ def grade_course(course: Path, assignment: str = "week7", workers: int | None = 
     try:
         max_points = max_points_by_task()
         nbcourse.init_course(course, assignment, max_points=max_points, db_url=db_url)
-        for result in finished.values():  # a run killed between the gradebook and results.json: re-sync
-            nbcourse.record_result(course, result, db_url)
-        for s in refused:  # e.g. a zip bomb: the student's own error, never the cohort's
-            nbcourse.record_result(course, nbcourse.error_result(s.student, assignment, s.error, max_points), db_url)
+        with nbcourse.keep_gradebook_open(course, db_url):
+            for result in finished.values():  # a run killed between the gradebook and results.json: re-sync
+                nbcourse.record_result(course, result, db_url)
+            for s in refused:  # e.g. a zip bomb: the student's own error, never the cohort's
+                nbcourse.record_result(course, nbcourse.error_result(s.student, assignment, s.error, max_points),
+                                       db_url)
 
-        if not quiet:
-            print(f"Grading {len(todo)} submission(s) of {assignment} in {course} with {workers} worker(s); "
-                  f"{len(finished)} already graded.", file=sys.stderr)
-        progress = _progress(len(todo), quiet)
-        for submission, result, error in _pool_results(todo, pool, hide, assignment):
-            if result is None:
-                result = nbcourse.error_result(submission.student, assignment,
-                                               f"Your submission could not be graded: {error}", max_points)
-            nbcourse.record_result(course, result, db_url)
-            progress.update(1)
-        progress.close()
+            if not quiet:
+                print(f"Grading {len(todo)} submission(s) of {assignment} in {course} with {workers} worker(s); "
+                      f"{len(finished)} already graded.", file=sys.stderr)
+            progress = _progress(len(todo), quiet)
+            for submission, result, error in _pool_results(todo, pool, hide, assignment):
+                if result is None:
+                    result = nbcourse.error_result(submission.student, assignment,
+                                                   f"Your submission could not be graded: {error}", max_points)
+                nbcourse.record_result(course, result, db_url)
+                progress.update(1)
+            progress.close()
     finally:
         stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
     elapsed = time.monotonic() - start
