@@ -26,7 +26,8 @@ clock. So the trusted side times the whole call, and the reference is timed on t
    remember the last object it saw), and the reference's result crosses the real wire format through
    a local socket (``wire_roundtrip``), as the submission's does; only the process switch to the
    sandbox (a fraction of a millisecond) is not reproduced;
-2. the timed calls do tens of milliseconds of work, and the bands are wide (2x, 20x).
+2. a timed call does milliseconds of work against a fraction of a millisecond for that switch, and
+   the bands are wide (2x, 20x).
 
 See docs/hidden-suites.md ("Performance") for the sizes and the repeatability measurements.
 """

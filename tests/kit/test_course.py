@@ -28,8 +28,10 @@ from grader.course import (
     course_max_points,
     error_result,
     export_grades,
+    export_and_feedback,
     generate_feedback,
     init_course,
+    keep_gradebook_open,
     list_submissions,
     load_results,
     read_submission_sources,
@@ -519,3 +521,28 @@ def test_read_submission_sources_refuses_large_undecodable_and_linked_files(tmp_
     with pytest.raises(ImportError, match="pooling.py could not be read"):
         exec(compile(sources["pooling.py"], "pooling.py", "exec"), {})
     assert read_submission_sources(tmp_path / "missing") == {}
+
+
+def test_cohort_export_and_feedback_split_over_processes(tmp_path):
+    """The cohort path: 50 results recorded through one open gradebook, then `nbgrader export` and two
+    `generate_feedback` processes side by side. Each student appears once in grades.csv and gets
+    exactly one feedback page with their own score."""
+    course = tmp_path / "cohort"
+    (course / "submitted").mkdir(parents=True)
+    init_course(course, ASSIGNMENT, max_points=MAX_POINTS)
+    students = [f"s{i:02d}" for i in range(50)]
+    with keep_gradebook_open(course):
+        for i, student in enumerate(students):
+            result = error_result(student, ASSIGNMENT, "set-up", MAX_POINTS)
+            result["tests"][0].update(outcome="passed", points=float(i % 7), message="")
+            result["score"] = float(i % 7)
+            record_result(course, result)
+    grades, feedback = export_and_feedback(course, ASSIGNMENT, students=students, processes=2)
+    with open(grades, newline="") as handle:
+        rows = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+    assert rows == {s: float(i % 7) for i, s in enumerate(students)}
+    pages = sorted(p.parent.parent.name for p in feedback.glob(f"*/{ASSIGNMENT}/{ASSIGNMENT}.html"))
+    assert pages == students
+    for i in (0, 13, 49):
+        page = (feedback / students[i] / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+        assert f"Score: {float(i % 7):.1f} / {sum(MAX_POINTS.values()):.1f}" in page
