@@ -33,6 +33,12 @@ from bertlab.stubgen import EXERCISE_MODULES, strip_fences  # noqa: E402
 ASSIGNMENT = "week7"
 
 
+def solution_copies(cohort: dict[str, dict[str, str]]) -> list[str]:
+    """The students of ``cohort`` whose files are exactly the solutions (they must get full marks)."""
+    solution = {f"{m}.py": strip_fences((KIT_ROOT / "solutions" / f"{m}.py").read_text()) for m in EXERCISE_MODULES}
+    return [student for student, files in cohort.items() if files == solution]
+
+
 def build_cohort(n: int, seed: int = 0) -> dict[str, dict[str, str]]:
     """student -> {filename: source}: about 60% solution copies, 30% mutants, 10% broken."""
     rng = random.Random(seed)
@@ -159,6 +165,10 @@ def main(argv=None) -> int:
         "nbgrader_seconds_per_submission": round(per_theirs, 3),
         "throughput_ratio": round(per_theirs / per_ours, 1),
         "graded": len(results),
+        # Speed is part of the score: a copy of the solutions losing points would mean unfair timing.
+        "solution_copies_with_full_marks": "%d of %d" % (
+            sum(results[s]["score"] == results[s]["max_score"] for s in solution_copies(cohort)),
+            len(solution_copies(cohort))),
         # The baseline grades per task, all or nothing; on full-marks submissions both must agree.
         "full_marks_bertlab_on_baseline_sample": sum(results[s]["score"] == results[s]["max_score"] for s in baseline_cohort),
         "full_marks_nbgrader_on_baseline_sample": sum(
