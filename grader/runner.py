@@ -21,6 +21,7 @@ import json
 import multiprocessing as mp
 import os
 import sys
+import threading
 import time
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -62,7 +63,7 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int) -> None:
 
     torch.set_num_threads(1)  # one core per worker: N workers share the machine without oversubscribing
     sandbox = Sandbox(kit_root=KIT_ROOT, hide=hide, uid=SANDBOX_UID_BASE + slot)
-    warm_up()  # MiniLM and the reference inputs, while the sandbox's template warms up in parallel
+    warm_up()  # already done in the fork server (grader/worker_preload.py); with spawn, done here
     conn.send(("ready", None))
     try:
         while True:
@@ -108,16 +109,29 @@ class _Worker:
         self.process.join(5)
 
 
+def _context():
+    """Grader workers are forked from a fork server that imported ``grader.worker_preload`` (torch,
+    MiniLM, the reference data: about 6 s of CPU) once, instead of each worker paying for it on a
+    shared core. The fork server is a fresh interpreter, not a copy of this process, and nothing in it
+    has started a thread pool (see grader/worker_preload.py). Set BERTLAB_WORKER_START=spawn to give
+    each worker a fresh interpreter of its own instead."""
+    if os.environ.get("BERTLAB_WORKER_START", "forkserver") == "spawn" or "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["grader.worker_preload"])
+    return ctx
+
+
 def start_workers(n: int, hide: list[str], assignment: str) -> list[_Worker]:
     """Start ``n`` grader workers now; they warm up (seconds) while the caller prepares the course."""
-    ctx = mp.get_context("spawn")  # fresh interpreters: no inherited OpenMP pools or locks
+    ctx = _context()
     return [_Worker(ctx, hide, assignment, slot) for slot in range(n)]
 
 
 def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment: str):
     """Yield (submission, result_or_None, error_message) as the grader workers of ``pool`` finish
     them; a worker that dies is replaced. The workers are stopped at the end."""
-    ctx = mp.get_context("spawn")
+    ctx = _context()
     queue = [(s, 1) for s in submissions]
     try:
         while queue or any(w.job for w in pool):
@@ -202,12 +216,27 @@ def grade_course(course: Path, assignment: str = "week7", workers: int | None = 
         (refused if getattr(s, "error", None) else todo).append(s)
     workers = min(workers or default_workers(), len(todo))
     hide = _hidden_paths(course, db_url)
-    # The workers warm up (torch, MiniLM, the sandbox: about 15 s for two on two cores) while this
-    # process sets up the gradebook (several seconds of nbgrader): the two overlap.
-    pool = start_workers(workers, hide, assignment) if todo else []
+    # The gradebook set-up (several seconds of nbgrader) runs in a thread while the workers start: the
+    # first start waits for the fork server's warm-up (torch, MiniLM, reference data), and each
+    # worker's sandbox then warms up on its own.
+    prepared: dict = {}
+
+    def prepare() -> None:
+        try:
+            prepared["max_points"] = max_points_by_task()
+            nbcourse.init_course(course, assignment, max_points=prepared["max_points"], db_url=db_url)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
+            prepared["error"] = exc
+
+    preparing = threading.Thread(target=prepare, name="gradebook set-up", daemon=True)
+    preparing.start()
+    pool = []
     try:
-        max_points = max_points_by_task()
-        nbcourse.init_course(course, assignment, max_points=max_points, db_url=db_url)
+        pool = start_workers(workers, hide, assignment) if todo else []
+        preparing.join()
+        if "error" in prepared:
+            raise prepared["error"]
+        max_points = prepared["max_points"]
         with nbcourse.keep_gradebook_open(course, db_url):
             for result in finished.values():  # a run killed between the gradebook and results.json: re-sync
                 nbcourse.record_result(course, result, db_url)

@@ -93,3 +93,25 @@ def test_grade_course(tmp_path):
     assert all(float(row["score"]) == 0.0 for row in rows)
     for student in students:
         assert (course / "feedback" / student / "week7" / "week7.html").is_file()
+
+
+def test_workers_fork_from_a_warm_fork_server_unless_told_to_spawn(monkeypatch):
+    """The fork server imports grader.worker_preload (torch, MiniLM, reference data) once; with
+    BERTLAB_WORKER_START=spawn each worker starts a fresh interpreter instead."""
+    from grader import runner
+
+    ctx = runner._context()
+    assert ctx.get_start_method() == "forkserver"
+    monkeypatch.setenv("BERTLAB_WORKER_START", "spawn")
+    assert runner._context().get_start_method() == "spawn"
+
+
+def test_worker_preload_leaves_torch_on_one_thread():
+    """Forking is only safe when no OpenMP pool exists yet: the preload limits torch to one thread
+    before any tensor work, and switches the tokenizers' pool off."""
+    code = ("import torch, os, grader.worker_preload as p\n"
+            "print(torch.get_num_threads(), os.environ['TOKENIZERS_PARALLELISM'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["1", "false"]
