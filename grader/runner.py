@@ -3,7 +3,9 @@
 Processes (DESIGN.md decisions 3 and 4):
 
     main process        the course, the gradebook, the progress bar; never runs or imports student code
-      N grader workers  trusted: run the hidden pytest suites, score, build results dicts
+      fork server       trusted: loads torch, MiniLM and the reference data once (grader/worker_preload.py)
+      N grader workers  trusted, forked from the fork server: run the hidden pytest suites, score,
+                        build results dicts
         1 sandbox each  untrusted: a warm template (torch + MiniLM loaded once) that forks a fresh,
                         rlimited, bubblewrapped child per submission; values cross as data, never pickles
 
