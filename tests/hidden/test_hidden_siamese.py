@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 
 from bertlab.datasets import LESSON_QUERY, LESSON_REVIEW_SNIPPETS, LESSON_SIAMESE_PAIRS, LESSON_STS_PAIRS
-from bertlab.models import named_model
 from bertlab.sts import spearman
 
 from . import reference_data as data
