@@ -43,14 +43,16 @@ def build_cohort(n: int, seed: int = 0) -> dict[str, dict[str, str]]:
     """student -> {filename: source}: about 60% solution copies, 30% mutants, 10% broken."""
     rng = random.Random(seed)
     solution = {f"{m}.py": strip_fences((KIT_ROOT / "solutions" / f"{m}.py").read_text()) for m in EXERCISE_MODULES}
-    mutants = sorted(p for p in (KIT_ROOT / "grader" / "mutants").glob("*") if p.is_dir() and p.name != "variants")
+    from grader.mutants import load_bank
+
+    mutants = [e.path / e.file for e in load_bank(kinds=("mutant",))]  # each mutant's one changed file
     cohort = {}
     for i in range(n):
         files = dict(solution)
         kind = rng.random()
         if kind < 0.3 and mutants:
-            mutant = rng.choice(mutants)
-            files.update({p.name: p.read_text() for p in mutant.glob("*.py")})
+            changed = rng.choice(mutants)
+            files[changed.name] = changed.read_text()
         elif kind < 0.4:
             files[rng.choice(sorted(files))] = "def oops(:\n    pass\n"  # a syntax error
         cohort[f"s{i:03d}"] = files

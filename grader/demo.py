@@ -17,7 +17,7 @@ KIT_ROOT = Path(__file__).resolve().parent.parent
 COHORT_DIR = Path(__file__).resolve().parent / "demo_cohort"
 ASSIGNMENT = "week7"
 
-# dave's bugs: (mutant in grader/mutants/, the file taken from it).
+# dave's bugs: (mutant of the bank, grader/mutants/build.py; the file taken from it).
 BUGGY_FROM_BANK = (("cka_no_centering", "cka.py"), ("pool_divide_by_length", "pooling.py"),
                    ("ret_ascending", "retrieval.py"))
 
@@ -31,9 +31,12 @@ def _stub_files() -> dict[str, str]:
 
 
 def _buggy_files() -> dict[str, str]:
+    from grader.mutants import load_bank
+
     files = _solution_files()
     for mutant, filename in BUGGY_FROM_BANK:
-        files[filename] = (KIT_ROOT / "grader" / "mutants" / mutant / filename).read_text()
+        entry, = load_bank(mutant, kinds=("mutant",))
+        files[filename] = (entry.path / filename).read_text()
     return files
 
 

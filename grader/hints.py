@@ -6,8 +6,8 @@ mutant of the bank (grader/mutants, trusted code, in process) and on the referen
 submission's probe record equals a mutant's, the failing tests of that task get the mutant's hint
 ("your CKA matches the uncentered formula: did you subtract the column means?").
 
-A hint is written by us, per mutant (MUTANT.txt): it never quotes hidden test source or expected
-arrays. Probes only pass plain data, named models and trusted callables, so they work through the
+A hint is written by us, per mutant (its recipe in grader/mutants/build.py): it never quotes hidden
+test source or expected arrays. Probes only pass plain data, named models and trusted callables, so they work through the
 sandbox proxy like the hidden tests do. Probes are deliberately small (milliseconds per task).
 """
 

@@ -1,26 +1,25 @@
-"""The recipe of the mutant bank: ``python -m grader.mutants.build`` (re)writes every entry.
+"""The recipe of the mutant bank: every entry, as a change to solutions/ (``grader.mutants.load_bank``
+builds them).
 
 Each entry starts from solutions/*.py with the nbgrader fence lines removed and changes ONE file:
 a mutant by one or two exact text swaps (one realistic mistake), a variant by replacing whole
 functions with a different, correct implementation. Every swap must match exactly once, so a change
-in solutions/ that breaks a recipe fails loudly here (and in tests/kit/test_audit.py, which checks
-that the committed bank is what this file builds).
+in solutions/ that breaks a recipe fails loudly when the bank is loaded (tests/kit/test_audit.py
+loads every entry).
 
-To add a mutant: add a ``Mutant(...)`` below (name, task, file, description, hint, swaps), run
-``python -m grader.mutants.build``, then ``bertlab audit --only <name>`` (see docs/hidden-suites.md).
+To add a mutant: add a ``Mutant(...)`` below (name, task, file, description, hint, swaps), then run
+``bertlab audit --only <name>`` (see docs/hidden-suites.md).
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import BANK_DIR, EXERCISE_FILES, VARIANTS_DIR
+from . import EXERCISE_FILES
 
-SOLUTIONS_DIR = BANK_DIR.parent.parent / "solutions"
+SOLUTIONS_DIR = Path(__file__).resolve().parents[2] / "solutions"
 FENCES = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
@@ -605,6 +604,7 @@ def replace_function(source: str, qualname: str, new_source: str, where: str) ->
 
 
 def entry_files(entry) -> dict[str, str]:
+    """file name -> text of the four files of a Mutant or Variant: its change applied to the solutions."""
     files = stripped_solutions()
     text = files[entry.file]
     for old, new in entry.swaps:
@@ -613,51 +613,3 @@ def entry_files(entry) -> dict[str, str]:
         text = replace_function(text, qualname, new_source, entry.name)
     files[entry.file] = text
     return files
-
-
-def meta_text(entry) -> str:
-    lines = [f"task: {entry.task}", f"file: {entry.file}", f"description: {entry.description}"]
-    if isinstance(entry, Mutant) and entry.hint:
-        lines.append(f"hint: {entry.hint}")
-    return "\n".join(lines) + "\n"
-
-
-def expected_bank() -> dict[Path, dict[str, str]]:
-    """directory -> {file name: text} for every entry of the recipe: only the file that differs from
-    the solutions, and its metadata (grader.mutants fills in the other three files when loading)."""
-    bank = {}
-    for entries, parent, meta in ((MUTANTS, BANK_DIR, "MUTANT.txt"), (VARIANTS, VARIANTS_DIR, "VARIANT.txt")):
-        for entry in entries:
-            bank[parent / entry.name] = {entry.file: entry_files(entry)[entry.file], meta: meta_text(entry)}
-    return bank
-
-
-def build() -> list[Path]:
-    """Write every entry (replacing what was there); remove entries no longer in the recipe."""
-    bank = expected_bank()
-    for parent, meta in ((BANK_DIR, "MUTANT.txt"), (VARIANTS_DIR, "VARIANT.txt")):
-        if parent.is_dir():
-            for sub in parent.iterdir():
-                if (sub / meta).is_file() and sub not in bank:
-                    shutil.rmtree(sub)
-    for directory, files in bank.items():
-        shutil.rmtree(directory, ignore_errors=True)  # no stale files from an earlier recipe
-        directory.mkdir(parents=True)
-        for name, text in files.items():
-            (directory / name).write_text(text, encoding="utf-8")
-    return sorted(bank)
-
-
-def stale_entries() -> list[str]:
-    """Names of entries whose committed files differ from the recipe (empty when up to date)."""
-    stale = []
-    for directory, files in expected_bank().items():
-        present = {p.name for p in directory.iterdir() if p.is_file()} if directory.is_dir() else set()
-        if present != set(files) or any((directory / n).read_text(encoding="utf-8") != t for n, t in files.items()):
-            stale.append(directory.name)
-    return stale
-
-
-if __name__ == "__main__":
-    written = build()
-    print(f"wrote {len(written)} entries under {BANK_DIR}", file=sys.stderr)

@@ -8,24 +8,17 @@ two loaded cores, see docs/hidden-suites.md).
 
 from __future__ import annotations
 
-import os
-import time
 
-import pytest
 
 from bertlab.implementations import load_directory, load_implementation
-from grader.audit import format_table, jobs_for, run_audit, run_rows
+from grader.audit import run_audit
 from grader.hints import PROBES, matching_mistakes
 from grader.mutants import EXERCISE_FILES, load_bank
-from grader.mutants.build import stale_entries, stripped_solutions
+from grader.mutants.build import stripped_solutions
 from grader.scoring import CORRECTNESS_TASKS
 
 REPRESENTATIVE = ("cka_no_centering", "pool_divide_by_length", "sbert_not_shared", "ret_ties_descending",
                   "var_cka_numpy", "var_ret_chunked")
-
-
-def test_bank_is_what_the_recipe_builds():
-    assert stale_entries() == [], "run `python -m grader.mutants.build` and commit grader/mutants/"
 
 
 def test_bank_size_and_one_mistake_per_mutant():

@@ -15,7 +15,7 @@ import pytest
 from bertlab.implementations import load_directory, load_implementation
 from grader import scoring
 from grader.course import validate_result
-from grader.mutants import load_bank, read_meta
+from grader.mutants import load_bank
 from grader.scoring import max_points_by_task, points_by_test, run_hidden_suite
 
 KIT = Path(__file__).resolve().parents[2]
@@ -57,11 +57,11 @@ def test_solutions_get_full_marks_and_a_valid_results_dict():
 
 def test_a_mutant_gets_teaching_messages_and_its_hint():
     entry, = load_bank("pool_divide_by_length", kinds=("mutant",))
-    path = entry.source
     result = run_hidden_suite(load_directory(entry.path), student="m", tasks=("pooling",))
     failed = [t for t in result["tests"] if t["outcome"] != "passed"]
     assert failed and 0 < result["score"] < result["max_score"]
-    hint = read_meta(path / "MUTANT.txt")["hint"]
+    hint = entry.hint
+    assert hint
     for t in failed:
         assert t["outcome"] == "failed" and t["points"] == 0
         assert "padded length" in t["message"], t["message"]
