@@ -8,6 +8,7 @@ before publishing), and scan_bundle is itself tested on planted leaks.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -178,12 +180,141 @@ def test_release_command_writes_refuses_and_replaces(tmp_path):
     out = tmp_path / "student"
     assert main(["release", str(out)]) == 0
     assert (out / "exercises" / "cka.py").is_file()
-    (out / "stale.txt").write_text("from an earlier release")
     with pytest.raises(rel.ReleaseError, match="not empty; use --force"):
         rel.release(out, log=quiet)
+    # What an install and a test run leave behind is no student work: --force replaces it all.
+    (out / "bertlab.egg-info").mkdir()
+    (out / "bertlab.egg-info" / "PKG-INFO").write_text("Name: bertlab\n")
+    (out / "exercises" / "__pycache__").mkdir()
+    (out / "exercises" / "__pycache__" / "cka.cpython-311.pyc").write_bytes(b"\0compiled")
+    (out / ".pytest_cache" / "v").mkdir(parents=True)
+    (out / ".pytest_cache" / "v" / "lastfailed").write_text("{}")
+    (out / ".bertlab").mkdir()  # an empty progress folder holds no progress
+    (out / "exercises" / "cka.py").unlink()  # a file the release wrote and that is gone is no loss
     assert main(["release", str(out), "--force"]) == 0
-    assert not (out / "stale.txt").exists() and (out / "exercises" / "cka.py").is_file()
-    assert not [p for p in tmp_path.iterdir() if "staging" in p.name], "staging folder left behind"
+    assert (out / "exercises" / "cka.py").is_file()
+    assert not (out / "bertlab.egg-info").exists() and not (out / ".pytest_cache").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name != "student"], "staging or old bundle left behind"
+
+
+def test_marker_records_what_the_release_wrote(tmp_path):
+    out = rel.release(tmp_path / "fresh", log=quiet)  # not the shared bundle: tests run in that one
+    marker = json.loads((out / rel.BUNDLE_MARKER).read_text())
+    assert marker["bertlab_bundle"] == 1 and marker["tasks"] == list(EXERCISE_MODULES)
+    written = {name: data for name, data in bundle_files(out).items() if name != rel.BUNDLE_MARKER}
+    assert set(marker["files"]) == set(written)
+    assert "exercises/pooling.py" in written and "exercises/Week_7_encoder.ipynb" in written
+    for name, data in written.items():
+        assert marker["files"][name] == hashlib.sha256(data).hexdigest(), name
+
+
+# ---------------------------------------------------------------------------------------------
+# --force never deletes a student's work
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def earlier(bundle, tmp_path) -> Path:
+    """A copy of a fresh bundle, to play the student's folder that --force would replace."""
+    return Path(shutil.copytree(bundle, tmp_path / "week7-student"))
+
+
+def _edit_notebook(path: Path) -> str:
+    notebook = json.loads(path.read_text())
+    notebook["cells"].append({"cell_type": "markdown", "metadata": {}, "source": ["My answer: layer 9."]})
+    path.write_text(json.dumps(notebook, indent=1))
+    return path.read_text()
+
+
+def _write(text: str) -> Callable[[Path], str]:
+    def write(path: Path) -> str:
+        path.write_text(text)
+        return text
+    return write
+
+
+def _append(text: str) -> Callable[[Path], str]:
+    def append(path: Path) -> str:
+        return _write(path.read_text() + text)(path)
+    return append
+
+
+# What a student may leave in the folder: {id: (relative path, what writes it and returns its text)}.
+STUDENT_WORK = {
+    "changed stub": ("exercises/pooling.py", _write("def masked_mean_pool(x, m):\n    return 42\n")),
+    "added exercise file": ("exercises/scratch.py", _write("print('trying things')\n")),
+    "progress": (".bertlab/progress.json", _write('{"version": 1, "tasks": {}, "history": []}\n')),
+    "notebook": ("exercises/Week_7_encoder.ipynb", _edit_notebook),
+    "notebook autosave": ("exercises/.ipynb_checkpoints/Week_7_encoder-checkpoint.ipynb", _write('{"cells": []}')),
+    "notes": ("notes.md", _write("ask about CKA\n")),
+    "changed provided file": ("bertlab/__init__.py", _append("# mine\n")),
+}
+
+
+@pytest.mark.parametrize("name", list(STUDENT_WORK), ids=list(STUDENT_WORK))
+def test_force_refuses_while_the_bundle_holds_student_work(earlier, name):
+    rel_path, work = STUDENT_WORK[name]
+    path = earlier / rel_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = work(path)
+    before = bundle_files(earlier)
+    with pytest.raises(rel.ReleaseError) as caught:
+        rel.release(earlier, force=True, log=quiet)
+    message = str(caught.value)
+    assert f"  - {rel_path} (" in message and "nothing was deleted" in message
+    assert "elsewhere" in message or "somewhere safe" in message
+    assert "new folder" in message
+    assert path.read_text() == text
+    assert bundle_files(earlier) == before, "the earlier bundle changed"
+    assert [p.name for p in earlier.parent.iterdir()] == [earlier.name], "staging folder left behind"
+
+
+def test_force_refusal_lists_files_sorted_and_capped(earlier):
+    for i in range(25):
+        (earlier / "exercises" / f"try{i:02d}.py").write_text(f"x = {i}\n")
+    (earlier / "exercises" / "cka.py").write_text("mine\n")
+    with pytest.raises(rel.ReleaseError) as caught:
+        rel.release(earlier, force=True, log=quiet)
+    listed = [line.split(" (")[0].strip("- ") for line in str(caught.value).splitlines() if line.startswith("  - ")]
+    assert listed == ["exercises/cka.py"] + [f"exercises/try{i:02d}.py" for i in range(19)]
+    assert "  ... and 6 more" in str(caught.value)
+    assert "exercises/cka.py (changed since the release)" in str(caught.value)
+
+
+def test_force_refuses_a_bundle_that_predates_the_manifest(earlier):
+    marker = earlier / rel.BUNDLE_MARKER
+    old = json.loads(marker.read_text())
+    del old["files"]
+    marker.write_text(json.dumps(old))
+    with pytest.raises(rel.ReleaseError, match="predates the manifest") as caught:
+        rel.release(earlier, force=True, log=quiet)
+    assert "by hand" in str(caught.value)
+    marker.write_text("{not json")
+    with pytest.raises(rel.ReleaseError, match="cannot be read"):
+        rel.release(earlier, force=True, log=quiet)
+    assert (earlier / "exercises" / "pooling.py").is_file()
+
+
+def test_force_checks_again_just_before_deleting(earlier, monkeypatch):
+    build = rel.build_bundle
+
+    def student_saves_while_building(kit_root, dest, log=print):
+        (earlier / "exercises" / "pooling.py").write_text("saved during the release\n")
+        return build(kit_root, dest, log=log)
+
+    monkeypatch.setattr(rel, "build_bundle", student_saves_while_building)
+    with pytest.raises(rel.ReleaseError, match="exercises/pooling.py"):
+        rel.release(earlier, force=True, log=quiet)
+    assert (earlier / "exercises" / "pooling.py").read_text() == "saved during the release\n"
+    assert [p.name for p in earlier.parent.iterdir()] == [earlier.name], "old bundle or staging left aside"
+
+
+def test_release_command_refuses_student_work_without_a_traceback(earlier, capsys):
+    (earlier / "exercises" / "pooling.py").write_text("my pooling\n")
+    capsys.readouterr()
+    assert main(["release", str(earlier), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "exercises/pooling.py" in err and "Traceback" not in err
+    assert (earlier / "exercises" / "pooling.py").read_text() == "my pooling\n"
 
 
 def test_release_refuses_the_kit_itself_and_folders_it_did_not_write(tmp_path):
