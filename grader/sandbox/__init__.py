@@ -4,10 +4,15 @@
 sandbox where only this directory and grader/rpc.py are visible, never imports the trusted side.
 """
 
+_LAUNCHER_NAMES = ("Sandbox", "SandboxError", "SandboxUnavailable", "bubblewrap_status", "FALLBACK_WARNING")
+
 
 def __getattr__(name):
-    if name in ("Sandbox", "SandboxError", "FALLBACK_WARNING"):
+    if name in _LAUNCHER_NAMES:
         from . import launcher
 
         return getattr(launcher, name)
     raise AttributeError(name)
+
+
+__all__ = list(_LAUNCHER_NAMES)

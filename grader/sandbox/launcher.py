@@ -40,13 +40,14 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from grader import rpc
+from grader.failures import GraderFailure
 from grader.remote import (Remote, RemoteImplementation, StudentError, SubmissionCrashed, SubmissionTimeout,
                            _HandleRef, student_exception)
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 GRADER_DIR = Path(__file__).resolve().parents[1]
 FALLBACK_WARNING = ("WARNING: bubblewrap not available: student code runs with rlimits only, NOT isolated "
-                    "from the filesystem or network. Install it: apt-get install bubblewrap")
+                    "from the filesystem or network (--unsafe-no-sandbox). Install it: apt-get install bubblewrap")
 NOBODY = 65534
 # Named models the template builds once, so that each submission's process starts with them: MiniLM
 # (shared, copy-on-write) and the small random BERTs the hidden siamese suite passes (each session
@@ -55,16 +56,132 @@ NOBODY = 65534
 DEFAULT_PRELOAD = ("minilm", "tiny-bert-seed1", "tiny-bert-seed2", "tiny-bert-seed31")
 OUTPUT_HEAD = 16 * 1024
 OUTPUT_TAIL = 4 * 1024
+# Where bwrap is looked for when it is not on PATH: a grader started from a virtualenv that is not
+# activated, from cron or from systemd may have a PATH without /usr/bin. A module-level tuple so that
+# tests can make bubblewrap "missing" on a machine that has it.
+BWRAP_CANDIDATES = ("/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap")
+# Folders that are hidden whatever the caller asks (and /tmp, which gets a private empty one).
+ALWAYS_HIDDEN = ("/root", "/home", "/run")
+# Top-level packages of the kit that must never be importable by student code, wherever installed.
+SECRET_PACKAGES = ("solutions", "tests", "grader", "exercises")
+INSTALL_HINT = ("Install it (Debian/Ubuntu: apt-get install bubblewrap), or, only if you accept running "
+                "student code unisolated, pass --unsafe-no-sandbox.")
+NAMESPACE_HINT = ("Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; in a "
+                  "container, run it with the privileges bwrap needs, e.g. docker --privileged or "
+                  "--security-opt seccomp=unconfined), or, only if you accept running student code "
+                  "unisolated, pass --unsafe-no-sandbox.")
 _warned = False
-_bwrap_checked: dict[tuple, bool] = {}
+# Probe results, keyed by the bwrap binary's identity (path, inode, mtime, size), our euid and the
+# exact command: a changed PATH, a replaced binary or a different set of mounts is probed again.
+_bwrap_checked: dict[tuple, tuple[bool, str]] = {}
 
 
-class SandboxError(RuntimeError):
-    """The sandbox itself could not be started (not the submission's fault)."""
+class SandboxError(GraderFailure):
+    """The sandbox itself failed (could not start, or died while no student code ran): the grader's
+    failure, never the submission's. A ``GraderFailure``, hence also a ``RuntimeError``."""
+
+
+class SandboxUnavailable(SandboxError):
+    """Bubblewrap is missing or cannot create its namespaces, and running student code unisolated
+    was not asked for (``unsafe_no_sandbox``). ``str(exc)``: what is wrong, then how to fix it."""
 
 
 class _TemplateFailed(Exception):
     """The template died, stopped answering or broke the control protocol."""
+
+
+# ============================================================================ bubblewrap itself
+
+def _find_bwrap() -> Optional[str]:
+    """The bwrap binary: on PATH, else at one of BWRAP_CANDIDATES; None when there is none."""
+    found = shutil.which("bwrap")
+    if found:
+        return os.path.abspath(found)
+    for candidate in BWRAP_CANDIDATES:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _binary_key(path: str) -> tuple:
+    try:
+        st = os.stat(path)
+        return (path, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, os.geteuid())
+    except OSError:
+        return (path, None, os.geteuid())
+
+
+def _namespace_args() -> list[str]:
+    """The namespaces the sandbox asks bwrap for."""
+    if os.geteuid() == 0:
+        # Not --unshare-all: as root that adds a user namespace mapping root to root, and the
+        # worker could then not switch to an unprivileged uid (see Sandbox._drop_uid).
+        return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    return ["--unshare-all"]
+
+
+def _sandbox_python() -> str:
+    """The interpreter path to run inside the sandbox: sys.executable with its folder resolved (the
+    sandbox shows real paths) but its own name kept, so that a virtualenv's ``bin/python`` symlink
+    still finds its ``pyvenv.cfg`` (resolving it would start the base Python without the venv)."""
+    exe = sys.executable or "/usr/bin/python3"
+    return os.path.join(os.path.realpath(os.path.dirname(exe)), os.path.basename(exe))
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def _probe(command: list[str], env: Optional[dict] = None, timeout: float = 60.0) -> tuple[bool, str]:
+    """Run ``command``; (exited 0, its stderr or why it could not run)."""
+    try:
+        done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+                              cwd="/")
+    except subprocess.TimeoutExpired:
+        return False, f"timed out after {timeout:g} s"
+    except OSError as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    err = done.stderr.decode("utf-8", "replace")
+    if done.returncode != 0:
+        return False, err.strip() or f"exit code {done.returncode}"
+    return True, err
+
+
+def bubblewrap_status() -> tuple[bool, str]:
+    """Can bubblewrap sandbox student code here? (works, one line saying why or why not).
+
+    Starts a real bwrap with the namespaces the sandbox uses and a trivial Python inside (a few tens
+    of ms): finding the binary is not enough, since a container may forbid the namespaces. Used by
+    ``Sandbox`` (which refuses to run without isolation unless told to) and ``bertlab doctor``.
+    Cached per bwrap binary and euid.
+    """
+    bwrap = _find_bwrap()
+    if bwrap is None:
+        return False, "bubblewrap (bwrap) is not installed: not on PATH nor in " + ", ".join(BWRAP_CANDIDATES)
+    key = ("status", *_binary_key(bwrap))
+    if key not in _bwrap_checked:
+        command = [bwrap, *_namespace_args(), "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
+                   "--proc", "/proc", "--dev", "/dev", _sandbox_python(), "-s", "-S", "-c", "pass"]
+        ok, err = _probe(command, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, timeout=30.0)
+        if ok:
+            try:
+                name = _first_line(subprocess.run([bwrap, "--version"], capture_output=True, timeout=10,
+                                                  stdin=subprocess.DEVNULL).stdout.decode("utf-8", "replace"))
+            except (OSError, subprocess.SubprocessError):
+                name = ""
+            name = name if name.startswith("bubblewrap") else "bubblewrap"
+            _bwrap_checked[key] = (True, f"{name} at {bwrap} creates its namespaces")
+        else:
+            _bwrap_checked[key] = (False, f"bubblewrap at {bwrap} cannot create its sandbox: {_first_line(err)}")
+    return _bwrap_checked[key]
+
+
+def _unavailable(reason: str) -> SandboxUnavailable:
+    hint = INSTALL_HINT if "not installed" in reason else NAMESPACE_HINT
+    return SandboxUnavailable(f"{reason}; student code cannot be isolated.\n{hint}")
 
 
 # ============================================================================ command line
@@ -77,13 +194,31 @@ def _under(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
+def _site_dirs() -> list[Path]:
+    """The site directories the worker's Python imports from (torch, numpy, transformers, ...)."""
+    candidates = set(site.getsitepackages())
+    candidates.update(p for p in sys.path if p and os.path.isdir(p)
+                      and os.path.basename(p) in ("site-packages", "dist-packages"))
+    return sorted({Path(os.path.realpath(p)) for p in candidates if os.path.isdir(p)})
+
+
 def _python_dirs() -> list[Path]:
-    """Directories the worker's Python needs: its prefixes and the site directories on sys.path."""
-    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                  str(Path(os.path.realpath(sys.executable)).parent.parent)}
-    candidates.update(site.getsitepackages())
-    candidates.update(p for p in sys.path if p and os.path.isdir(p) and "site-packages" in p)
-    return sorted({Path(os.path.realpath(p)) for p in candidates if p and os.path.isdir(p)})
+    """What the worker's Python needs, to be shown read-only when it lies in a hidden folder.
+
+    The base install (its prefixes) whole; of a virtualenv only ``bin/``, ``lib*/`` and
+    ``pyvenv.cfg``, since a venv often sits in a folder with other things (the kit, the course,
+    submissions) and nothing else of that folder may be shown; and the site directories on sys.path.
+    The Python install is not secret: it is shown even inside a folder the caller asked to hide.
+    """
+    exe_prefix = Path(os.path.realpath(sys.executable or "/usr/bin/python3")).parent.parent
+    bases = {Path(os.path.realpath(p)) for p in (sys.base_prefix, sys.base_exec_prefix) if p} | {exe_prefix}
+    paths = {p for p in bases if p.is_dir()}
+    for prefix in {Path(os.path.realpath(p)) for p in (sys.prefix, sys.exec_prefix) if p} - bases:
+        for name in ("bin", "lib", "lib64", "pyvenv.cfg"):
+            if _exists(prefix / name):
+                paths.add(prefix / name)
+    paths.update(_site_dirs())
+    return sorted(paths)
 
 
 def _package_dir(name: str) -> Optional[Path]:
@@ -97,12 +232,12 @@ def _package_dir(name: str) -> Optional[Path]:
     return Path(os.path.realpath(list(spec.submodule_search_locations)[0]))
 
 
-def _outermost(paths: Iterable[Path]) -> list[Path]:
-    result: list[Path] = []
-    for p in sorted(set(paths), key=lambda p: len(p.parts)):
-        if not any(_under(p, q) for q in result):
-            result.append(p)
-    return result
+def _mode_allows_others(path: Path) -> bool:
+    """Can a uid other than the owner's pass through the folder ``path`` (o+x)?"""
+    try:
+        return bool(os.stat(path).st_mode & stat.S_IXOTH)
+    except OSError:
+        return True  # not there: nothing to work around
 
 
 def _world_traversable(path: Path) -> bool:
@@ -114,6 +249,61 @@ def _world_traversable(path: Path) -> bool:
         except OSError:
             return False
     return True
+
+
+def _mount_plan(hide_dirs: Iterable[Path], hide_files: Iterable[Path], show: Iterable[Path],
+                tmp: Path = Path("/tmp")) -> list[str]:
+    """The bwrap options that hide ``hide_dirs`` (empty tmpfs), ``hide_files`` (/dev/null over them)
+    and show ``show`` again read-only, on top of ``--ro-bind / /``.
+
+    bwrap applies mounts in order, and a mount covers whatever was mounted below its path before:
+    so every mount comes after the mounts of its ancestors (outermost first: sorted by depth; at the
+    same path a hide comes before the show that undoes it). A hide inside an already hidden folder is
+    dropped (nothing to hide), a show of something already visible too. Showing a path inside a
+    tmpfs needs its parent folders there: bwrap would create them 0700, which the sandbox's
+    unprivileged uid cannot traverse, so they are created 0755 first. A hidden file is covered only
+    where it is still visible.
+    """
+    ops = ([(p, 0, "dir") for p in hide_dirs] + [(p, 2, "file") for p in hide_files]
+           + [(p, 1, "show") for p in show])
+    ops.sort(key=lambda op: (len(op[0].parts), op[1], str(op[0])))
+    state: dict[Path, str] = {}   # path -> "hidden" / "shown", for the mounts applied so far
+    made: set[Path] = set()
+    args: list[str] = []
+
+    def covering(path: Path) -> Optional[tuple[Path, str]]:
+        for p in (path, *path.parents):
+            if p in state:
+                return p, state[p]
+        return None
+
+    for path, _, kind in ops:
+        cover = covering(path)
+        visible = cover is None or cover[1] == "shown"
+        if kind == "dir":
+            if visible:  # (inside a shown folder its parents exist: they are real folders)
+                perms = "1777" if path == tmp else "0755"
+                args += ["--perms", perms, "--tmpfs", str(path)]
+                state[path] = "hidden"
+        elif kind == "file":
+            if visible:
+                args += ["--ro-bind", "/dev/null", str(path)]
+        elif not visible:
+            _make_parents(path, cover[0], made, args)
+            if path.is_symlink():  # a venv's lib64 -> lib: the same link, not a second copy
+                args += ["--symlink", os.readlink(path), str(path)]
+            else:
+                args += ["--ro-bind", str(path), str(path)]
+            state[path] = "shown"
+    return args
+
+
+def _make_parents(path: Path, top: Path, made: set, args: list) -> None:
+    """``--dir`` (mode 0755) for each folder strictly between ``top`` (a mount) and ``path``."""
+    for parent in reversed(path.parents):
+        if _under(parent, top) and parent != top and parent not in made:
+            made.add(parent)
+            args.extend(["--perms", "0755", "--dir", str(parent)])
 
 
 # ================================================================================ output
@@ -196,14 +386,19 @@ class _Output:
 # ============================================================================= the sandbox
 
 class Sandbox:
-    """A warm worker template (under bubblewrap when available) that runs submissions.
+    """A warm worker template (under bubblewrap) that runs submissions.
 
     ``kit_root``: the kit checkout (hidden from student code except ``bertlab`` and the worker's own
     files); ``hide``: more paths to hide (the course directory, the gradebook). ``timeout_s`` is the
     default per-call limit, ``memory_mb`` the address space a child may add to what it inherits.
-    ``use_bwrap``: None = when it works, False = never (rlimits only), True = required.
     Paths in ``hide`` must exist when the template starts (directories get an empty tmpfs, files
     /dev/null); a path created later is not hidden until the next restart.
+
+    The sandbox fails closed: when bubblewrap is missing or cannot create its namespaces it raises
+    ``SandboxUnavailable`` (what is wrong and how to fix it), unless ``unsafe_no_sandbox=True`` asks
+    for running student code with rlimits only (with a loud warning). ``use_bwrap=False`` is the
+    older spelling of that request; ``use_bwrap=True`` requires bubblewrap whatever the other flag
+    says. ``isolated`` is True when the template runs under bubblewrap.
 
     The template warms up in the background; the first session (or ``wait_ready()``) waits for it.
     Use a Sandbox from one thread at a time, and keep that thread alive as long as the Sandbox: the
@@ -211,7 +406,8 @@ class Sandbox:
     """
 
     def __init__(self, kit_root=None, hide: Iterable = (), timeout_s: float = 20.0, memory_mb: int = 3072,
-                 use_bwrap: Optional[bool] = None, *, preload: Iterable[str] = DEFAULT_PRELOAD,
+                 use_bwrap: Optional[bool] = None, *, unsafe_no_sandbox: bool = False,
+                 preload: Iterable[str] = DEFAULT_PRELOAD,
                  cpu_s: int = 600, nproc: int = 256, fsize_mb: int = 16, uid: int = NOBODY,
                  start_timeout_s: float = 300.0, control_timeout_s: float = 30.0):
         self.kit_root = Path(os.path.realpath(kit_root or GRADER_DIR.parent))
@@ -224,21 +420,31 @@ class Sandbox:
         self.start_timeout_s = start_timeout_s
         self.control_timeout_s = control_timeout_s  # a template silent this long is replaced
         self.closed = False
-        self.isolated = False if use_bwrap is False else self._bwrap_usable()
-        if use_bwrap and not self.isolated:
-            raise SandboxError("bubblewrap was required (use_bwrap=True) but does not work here")
-        self.drop_to: Optional[int] = self._drop_uid()
-        if not self.isolated:
-            _warn_once(as_root=self.drop_to is None and os.geteuid() == 0)
+        self.isolated = False
         self._proc: Optional[subprocess.Popen] = None
         self._ctrl: Optional[rpc.Channel] = None
         self._log = None
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._prefixes: Optional[list] = None  # for scrub()
+        if use_bwrap is False:
+            works, why = False, "use_bwrap=False"  # the older way of asking for no isolation
+            unsafe_no_sandbox = True
+        else:
+            works, why = bubblewrap_status()
+        if works:
+            self.isolated = True
+            self.drop_to: Optional[int] = self._drop_uid()
+            self._check_mounts()
+        elif use_bwrap or not unsafe_no_sandbox:
+            raise _unavailable(why)
+        else:
+            self.drop_to = self._drop_uid()
+            _warn_once(as_root=self.drop_to is None and os.geteuid() == 0)
         self._jobs = itertools.count(1)
         self.exited: dict[int, dict] = {}   # job -> exit status reported by the template
         self.generation = 0                  # bumps at every template (re)start
         self.startup_s = 0.0                 # wall time of the last template start (spawn to ready)
         self._info: Optional[dict] = None    # the template's "ready" message
-        self._procs: dict[str, subprocess.Popen] = {}
         weakref.finalize(self, _kill_popen, self._procs)  # no template outlives its Sandbox
         self._start_template()
 
@@ -251,59 +457,43 @@ class Sandbox:
         return [p for p in parts if p.exists()], roots
 
     def _bwrap_args(self) -> list[str]:
-        bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
-        if os.geteuid() == 0:
-            # Not --unshare-all: as root that adds a user namespace mapping root to root, and the
-            # worker could then not switch to an unprivileged uid (see _drop_uid).
-            args = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-                    "--unshare-cgroup-try"]
-        else:
-            args = [bwrap, "--unshare-all"]
-        args += ["--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--proc", "/proc",
-                 "--dev", "/dev"]
+        """The bwrap command line up to the worker's own command (see ``_mount_plan``).
+
+        Hidden: /root, /home, /run, /tmp (a private, empty one), the kit, the ``hide`` paths, and
+        installed copies of the kit's secret packages. Shown back read-only: the Python install
+        (even inside a hidden folder: it is not secret, and a venv often lives inside the kit or
+        beside the submissions) and what the worker needs of the kit (``_kit_parts``).
+        """
+        bwrap = _find_bwrap() or "/usr/bin/bwrap"
+        args = [bwrap, *_namespace_args(), "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
+                "--proc", "/proc", "--dev", "/dev"]
+        python = _python_dirs()
         kit = self.kit_root
-        hide_dirs = [p for p in self.hide if p.is_dir()]
+        hide_dirs = [Path(os.path.realpath(p)) for p in ALWAYS_HIDDEN if os.path.isdir(p)] + [Path("/tmp")]
+        # An installed kit has kit_root = site-packages: hiding it would hide torch. Its secret
+        # packages are hidden one by one below instead (as they are for every layout).
+        if not any(_under(kit, p) for p in python):
+            hide_dirs.append(kit)
+        hide_dirs += [p for p in self.hide if p.is_dir()]
         hide_files = [p for p in self.hide if _exists(p) and not p.is_dir()]
-        tmpfs = _outermost([Path(p) for p in ("/root", "/home", "/run") if os.path.isdir(p)]
-                           + [kit] + hide_dirs)
-        for d in tmpfs:
-            args += ["--tmpfs", str(d)]
-        args += ["--perms", "1777", "--tmpfs", "/tmp"]
-        tmpfs.append(Path("/tmp"))
-        made: set[Path] = set()
-
-        def show(path: Path) -> None:
-            # bwrap would create the missing parents inside a tmpfs as 0700, which the worker's
-            # unprivileged uid cannot traverse: create them 0755 first (below the innermost tmpfs).
-            top = max((t for t in tmpfs if _under(path, t)), key=lambda t: len(t.parts))
-            for parent in reversed(path.parents):
-                if _under(parent, top) and parent != top and parent not in made:
-                    made.add(parent)
-                    args.extend(["--perms", "0755", "--dir", str(parent)])
-            args.extend(["--ro-bind", str(path), str(path)])
-
-        # The Python install (and any venv, even one inside the kit) is shown again, read-only.
-        rebound = _outermost(p for p in _python_dirs()
-                             if any(_under(p, t) for t in tmpfs) and p != kit
-                             and not any(_under(p, h) for h in self.hide))
-        for p in rebound:
-            show(p)
-        # A non-editable install puts solutions/ and grader/ in site-packages: hide those too.
-        for name in ("solutions", "tests", "grader", "exercises"):
+        for name in SECRET_PACKAGES:
             d = _package_dir(name)
-            if d is not None and (any(_under(d, r) for r in rebound) or not any(_under(d, t) for t in tmpfs)):
-                args += ["--tmpfs", str(d)]
-                tmpfs.append(d)
-        for p in self._kit_parts()[0]:
-            if any(_under(p, t) for t in tmpfs):
-                show(p)
-        for f in hide_files:
-            args += ["--ro-bind", "/dev/null", str(f)]
-        return args + ["--chdir", "/tmp", "--"]
+            if d is not None:
+                hide_dirs.append(d)
+        show = python + self._kit_parts()[0]
+        if os.geteuid() == 0:
+            # The worker runs as an unprivileged uid: a visible folder on the way to something it needs
+            # that others cannot traverse (a checkout in a 0700 home, pytest's tmp folders) would stop
+            # it. Such a folder is already unreadable to that uid, so an empty 0755 tmpfs over it
+            # hides nothing more, and the paths below it are shown back.
+            hide_dirs += [a for p in show for a in p.parents
+                          if a != Path("/") and not _mode_allows_others(a)]
+        return args + _mount_plan(hide_dirs, hide_files, show) + ["--chdir", "/tmp", "--"]
 
-    def _worker_command(self, ctrl_fd: int) -> list[str]:
+    def _worker_command(self, ctrl_fd: Optional[int], probe: bool = False) -> list[str]:
         _, roots = self._kit_parts()
-        cmd = [sys.executable, "-s", "-B", str(WORKER), "--control-fd", str(ctrl_fd)]
+        cmd = [_sandbox_python() if self.isolated else sys.executable, "-s", "-B", str(WORKER)]
+        cmd += ["--probe"] if probe else ["--control-fd", str(ctrl_fd)]
         for root in roots:
             cmd += ["--kit-root", root]
         if self.drop_to is not None:
@@ -322,19 +512,31 @@ class Sandbox:
                 "TOKENIZERS_PARALLELISM": "false", "XDG_CACHE_HOME": "/tmp/.cache",
                 "MPLCONFIGDIR": "/tmp/.matplotlib"}
 
-    def _bwrap_usable(self) -> bool:
-        """Does bubblewrap start our Python with this very set of mounts? (checked once per process)"""
-        if not (shutil.which("bwrap") or os.path.exists("/usr/bin/bwrap")):
-            return False
-        args = tuple(self._bwrap_args())
-        if args not in _bwrap_checked:
-            try:
-                done = subprocess.run([*args, sys.executable, "-s", "-c", "import sys"], env=self._environment(),
-                                      stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
-                _bwrap_checked[args] = done.returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                _bwrap_checked[args] = False
-        return _bwrap_checked[args]
+    def scrub(self, text: str) -> str:
+        """``text`` (something the submission's process wrote) without the folders of the kit and
+        of the Python install: they are the same paths inside the sandbox and out."""
+        from grader.sandbox import worker  # (its helpers only: importing it starts nothing)
+
+        if self._prefixes is None:
+            self._prefixes = worker.path_prefixes([str(self.kit_root), *self._kit_parts()[1]])
+        return worker.scrub_paths(text, self._prefixes)
+
+    def _check_mounts(self) -> None:
+        """Start the worker with this very set of mounts, as the uid it will run as, and have it find
+        (and read) what it imports: a layout the mounts get wrong fails here, with bwrap's or Python's
+        own words, instead of as a template that dies during its warm-up. Cached per command line.
+
+        Bubblewrap itself works (``bubblewrap_status``), so a failure here is a SandboxError of the
+        mounts, not a missing sandbox: it is never a reason to run without isolation.
+        """
+        command = self._worker_command(None, probe=True)
+        key = ("mounts", *_binary_key(command[0]), tuple(command))
+        if key not in _bwrap_checked:
+            _bwrap_checked[key] = _probe(command, env=self._environment())
+        ok, err = _bwrap_checked[key]
+        if not ok:
+            raise SandboxError("bubblewrap works, but the sandbox's worker cannot start with its mounts "
+                               f"(kit {self.kit_root}, Python {sys.executable}):\n{err[-3000:]}")
 
     def _drop_uid(self) -> Optional[int]:
         """The uid the worker switches to: ``uid`` when we are root and it can still reach Python."""
@@ -603,7 +805,12 @@ class Session:
                 return child
             except _ChildGone as gone:
                 if gone.module is None:
-                    raise (SubmissionTimeout if gone.kind == "timeout" else SubmissionCrashed)(str(gone)) from None
+                    # Gone before it announced its first import: no student code had run (every
+                    # module announces itself before it executes, and ending the previous child
+                    # killed everything it left), so the worker or the template failed, not the
+                    # submission. Scoring it would blame the student for the grader.
+                    raise SandboxError(f"the submission's process failed before any submitted code ran: "
+                                       f"{gone}") from None
                 self.skip[gone.module] = {"kind": gone.kind, "message": str(gone)}
         raise SubmissionCrashed("the submission's process could not be started")
 
@@ -692,7 +899,9 @@ class Session:
                 why = f"{why}: killed by {name}{hint}"
             else:
                 why = f"{why}: exit code {status.get('code')}"
-        tail = self._out.text()[-1500:].strip()
+        # The student's last output, with the kit's and the Python install's folders cut off (a
+        # library's warning or a traceback the submission printed would name them).
+        tail = self.sandbox.scrub(self._out.text()[-1500:]).strip()
         if tail:
             why += f"\nLast output:\n{tail}"
         return _ChildGone(kind, why)
@@ -723,6 +932,11 @@ class Session:
                 try:
                     self.sandbox.pump_control(0.0)
                 except _TemplateFailed as exc:
+                    # The template died while this child exists. The submission can kill it (same
+                    # uid inside the sandbox: see the red-team samples kill_template and
+                    # stop_template), so while a call or an import runs that is the submission's
+                    # crash. Before the child's first import no student code runs, and
+                    # _ensure_child turns this into a SandboxError.
                     self.sandbox.restart(str(exc))
                     raise _ChildGone("crash", "the sandbox worker died (restarted)") from None
             if child.job in self.sandbox.exited:
@@ -926,4 +1140,5 @@ class Session:
         raise rpc.ProtocolError(f"unexpected {kind!r} from the submission")
 
 
-__all__ = ["Sandbox", "SandboxError", "Session", "Stashed", "FALLBACK_WARNING"]
+__all__ = ["Sandbox", "SandboxError", "SandboxUnavailable", "Session", "Stashed", "FALLBACK_WARNING",
+           "bubblewrap_status"]

@@ -73,6 +73,80 @@ def drop_privileges(uid: int) -> None:
 
 # ================================================================================ the child side
 
+# (prefix, replacement) pairs, longest prefix first: the sandbox-side folders of the kit and the
+# Python install. Text the worker writes for the student (exception messages, the tracebacks and
+# warnings it prints) names files relative to them ("torch/nn/functional.py", "bertlab/models.py"):
+# a student sees where in a library something failed, not how the grading machine is laid out.
+_PATH_PREFIXES: list[tuple[str, str]] = []
+
+
+def path_prefixes(kit_roots) -> list[tuple[str, str]]:
+    """The (prefix, replacement) pairs for ``kit_roots`` and this Python (see ``scrub_paths``)."""
+    import site
+    import sysconfig
+
+    found: dict[str, str] = {}
+    folders = [*kit_roots, *site.getsitepackages(), sysconfig.get_paths().get("stdlib") or "",
+               sysconfig.get_paths().get("platstdlib") or "", os.path.dirname(os.path.abspath(__file__))]
+    folders += [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    for folder in folders:
+        if folder and folder != "/":
+            for variant in {folder.rstrip("/"), os.path.realpath(folder)}:
+                found[variant + "/"] = ""
+    for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
+        if prefix and prefix != "/":
+            for variant in {prefix.rstrip("/"), os.path.realpath(prefix)}:
+                found.setdefault(variant + "/", "<python>/")
+                found.setdefault(variant, "<python>")
+    return sorted(found.items(), key=lambda kv: -len(kv[0]))
+
+
+def scrub_paths(text: str, prefixes=None) -> str:
+    """``text`` with the sandbox-side folders of the kit and the Python install cut off."""
+    for prefix, replacement in _PATH_PREFIXES if prefixes is None else prefixes:
+        if prefix in text:
+            text = text.replace(prefix, replacement)
+    return text
+
+
+def short_traceback(exc: BaseException) -> str:
+    """A traceback for the student's output: every frame by file name only (``worker.py``,
+    ``cka.py``, ``functional.py``), never the sandbox-side path of the kit or the Python install."""
+    lines = ["Traceback (most recent call last):\n"]
+    try:
+        for f in traceback.extract_tb(exc.__traceback__):
+            lines.append(f'  File "{os.path.basename(f.filename)}", line {f.lineno}, in {f.name}\n')
+        lines.append(scrub_paths("".join(traceback.format_exception_only(type(exc), exc))))
+    except BaseException:
+        lines.append(f"{type(exc).__name__}\n")
+    return "".join(lines)
+
+
+def _student_visible_hooks() -> None:
+    """In a child: what Python prints by itself (an uncaught exception in a thread, a warning) names
+    files without their sandbox-side folders, like the worker's own reports."""
+    import threading
+    import warnings
+
+    def thread_hook(args):
+        if args.exc_type is SystemExit:
+            return
+        name = getattr(args.thread, "name", "?")
+        try:
+            sys.stderr.write(f"Exception in thread {name}:\n{short_traceback(args.exc_value)}")
+        except BaseException:
+            pass
+
+    original = warnings.formatwarning
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        return scrub_paths(original(message, category, filename, lineno, line))
+
+    threading.excepthook = thread_hook
+    sys.excepthook = lambda typ, value, tb: sys.stderr.write(short_traceback(value))
+    warnings.formatwarning = formatwarning
+
+
 def describe_exception(exc: BaseException, student_files: set[str]) -> dict:
     """What the trusted side may see of a student exception: type, message, the student's frames."""
     try:
@@ -91,7 +165,7 @@ def describe_exception(exc: BaseException, student_files: set[str]) -> dict:
         lines = []
     tb = "".join(lines)
     return {"type": str(type(exc).__name__)[:200], "builtin": builtin,
-            "message": message[:MESSAGE_LIMIT], "traceback": tb[-TRACEBACK_LIMIT:],
+            "message": scrub_paths(message)[:MESSAGE_LIMIT], "traceback": tb[-TRACEBACK_LIMIT:],
             "fatal": not isinstance(exc, Exception)}
 
 
@@ -454,6 +528,7 @@ def child_main(job: dict, chan_fd: int, out_fd: int, job_dir: str) -> None:
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), errors="backslashreplace",
                                   line_buffering=True, write_through=True)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    _student_visible_hooks()
     from grader.rpc import Channel
 
     ChildServer(Channel(socket.socket(fileno=chan_fd)), job["nonce"], job.get("sources") or {},
@@ -526,9 +601,10 @@ class Template:
             try:
                 child_main(msg, fds[0], fds[1], job_dir)
                 code = 0
-            except BaseException:
-                try:
-                    traceback.print_exc()
+            except BaseException as exc:
+                try:  # fd 2 is the student's output by now: file names only
+                    sys.stderr.write(short_traceback(exc))
+                    sys.stderr.flush()
                 except BaseException:
                     pass
             finally:
@@ -691,14 +767,59 @@ def _own_pid_namespace() -> bool:
     return os.path.basename(init) == b"bwrap" and os.getpid() != 1 and os.geteuid() != 0
 
 
+def _drop_kit_editable_finders() -> None:
+    """Remove the import hooks of an editable install of the kit (setuptools' ``__editable___*_finder``).
+
+    They map ``bertlab``, ``grader``, ``solutions``... to the kit's folders, most of which the sandbox
+    hides; probing those paths can raise PermissionError (a template that cannot import) and puts
+    kit paths into a student's error messages. The launcher passes the kit's import roots
+    (``--kit-root``) for what the worker needs, so these hooks add nothing. Editable installs of
+    other projects (a developer's transformers, say) keep theirs.
+    """
+    kit = {"bertlab", "grader", "solutions", "exercises", "tests"}
+
+    def of_kit(obj) -> bool:
+        owner = getattr(obj, "__self__", obj)  # a path hook is a bound classmethod
+        module = sys.modules.get(getattr(owner, "__module__", "") or "")
+        name = getattr(module, "__name__", "") or ""
+        return name.startswith("__editable__") and bool(kit & set(getattr(module, "MAPPING", {}) or {}))
+
+    sys.meta_path[:] = [f for f in sys.meta_path if not of_kit(f)]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if not of_kit(h)]
+    sys.path_importer_cache.clear()
+
+
+def probe() -> int:
+    """The launcher's check of its mounts (``--probe``): run as the template would (same uid, same
+    sys.path), find and read what the template imports, without paying for importing it."""
+    try:
+        for name in ("numpy", "torch", "transformers", "safetensors", "bertlab", "bertlab.models", "grader.rpc"):
+            spec = importlib.util.find_spec(name)
+            if spec is None:
+                raise ImportError(f"no module named {name!r} in the sandbox (sys.path: {sys.path})")
+            if spec.origin and os.path.isabs(spec.origin):
+                with open(spec.origin, "rb") as f:
+                    f.read(1)
+        with open(os.path.abspath(__file__), "rb") as f:
+            f.read(1)
+    except Exception:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--control-fd", type=int)
+    parser.add_argument("--probe", action="store_true",
+                        help="check that what the template imports can be found and read, then exit")
     parser.add_argument("--kit-root", action="append", default=[])
     parser.add_argument("--uid", type=int)
     parser.add_argument("--isolated", action="store_true")
     parser.add_argument("--preload", action="append", default=[])
     args = parser.parse_args(argv)
+    if args.control_fd is None and not args.probe:
+        parser.error("--control-fd is required")
     started = time.monotonic()
     if args.uid is not None:
         drop_privileges(args.uid)
@@ -710,6 +831,10 @@ def main(argv=None) -> None:
     sys.path[:] = [p for p in sys.path if p != os.path.dirname(os.path.abspath(__file__))]
     for root in reversed(args.kit_root):
         sys.path.insert(0, root)
+    _drop_kit_editable_finders()
+    _PATH_PREFIXES[:] = path_prefixes(args.kit_root)
+    if args.probe:
+        raise SystemExit(probe())
     ctrl = socket.socket(fileno=args.control_fd)
 
     global torch
