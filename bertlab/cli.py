@@ -17,7 +17,7 @@ KIT_ROOT = Path(__file__).resolve().parent.parent
 def _cmd_demo(args) -> int:
     from grader.demo import run_demo
 
-    return run_demo(keep=args.keep, workers=args.workers)
+    return run_demo(keep=args.keep, workers=args.workers, unsafe_no_sandbox=args.unsafe_no_sandbox)
 
 
 def _cmd_check(args) -> int:
@@ -40,13 +40,23 @@ def _cmd_release(args) -> int:
 def _cmd_grade(args) -> int:
     from grader.runner import grade_course
 
-    return grade_course(Path(args.course), assignment=args.assignment, workers=args.workers, db_url=args.db_url)
+    return grade_course(Path(args.course), assignment=args.assignment, workers=args.workers, db_url=args.db_url,
+                        regrade=args.regrade or (), regrade_all=args.regrade_all,
+                        unsafe_no_sandbox=args.unsafe_no_sandbox)
 
 
 def _cmd_grade_one(args) -> int:
     from grader.runner import grade_one_command
 
-    return grade_one_command(Path(args.submission), as_json=args.json, student=args.student)
+    return grade_one_command(Path(args.submission), as_json=args.json, student=args.student,
+                             unsafe_no_sandbox=args.unsafe_no_sandbox)
+
+
+def _cmd_doctor(args) -> int:
+    from grader.doctor import run_doctor
+
+    return run_doctor(Path(args.course) if args.course else None, assignment=args.assignment, db_url=args.db_url,
+                      preflight=not args.no_preflight)
 
 
 def _cmd_audit(args) -> int:
@@ -71,6 +81,13 @@ def _cmd_lesson(args) -> int:
     return 0
 
 
+def _grading_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="grade WITHOUT bubblewrap isolation (student code can read and write what you can); "
+                        "recorded in every results.json")
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks of errors")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bertlab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -78,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="grade the embedded demo cohort end to end (offline) and print the gradebook")
     p.add_argument("--keep", metavar="DIR", help="build the demo course in DIR and keep it (default: a temp dir)")
     p.add_argument("--workers", type=int, default=None, help="parallel graders (default: number of cores)")
+    _grading_flags(p)
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("check", help="run the public tests against your exercises/, task by task")
@@ -88,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("release", help="write the student bundle (no solutions, hidden tests or mutants)")
     p.add_argument("out", help="output directory")
-    p.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--force", action="store_true",
+                   help="replace an earlier bundle at OUT (refused while it holds a student's changes)")
     p.set_defaults(func=_cmd_release)
 
     p = sub.add_parser("grade", help="grade every COURSE/submitted/<student>/<assignment>/ (resumable)")
@@ -96,13 +115,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--assignment", default="week7")
     p.add_argument("--workers", type=int, default=None, help="parallel graders (default: number of cores)")
     p.add_argument("--db-url", default=None, help="gradebook SQLAlchemy URL (default: the course's nbgrader config)")
+    p.add_argument("--regrade", nargs="+", metavar="ID", help="grade these students again even if unchanged")
+    p.add_argument("--regrade-all", action="store_true", help="grade every submission again")
+    _grading_flags(p)
     p.set_defaults(func=_cmd_grade)
 
     p = sub.add_parser("grade-one", help="grade one submission directory")
     p.add_argument("submission", help="directory with cka.py, pooling.py, siamese.py, retrieval.py")
     p.add_argument("--json", action="store_true", help="print results.json to stdout")
     p.add_argument("--student", default=None, help="student id to record (default: the directory name)")
+    _grading_flags(p)
     p.set_defaults(func=_cmd_grade_one)
+
+    p = sub.add_parser("doctor", help="check that this machine can grade: bubblewrap, the model, the course, "
+                                      "the gradebook, a preflight")
+    p.add_argument("course", nargs="?", default=None, help="also check this nbgrader course folder")
+    p.add_argument("--assignment", default="week7")
+    p.add_argument("--db-url", default=None, help="gradebook SQLAlchemy URL (default: the course's nbgrader config)")
+    p.add_argument("--no-preflight", action="store_true", help="skip grading the reference in the sandbox (~20 s)")
+    p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("audit", help="grade the mutant bank and the correct variants with the hidden suites")
     p.add_argument("--only", default=None, help="only mutants whose name contains this")
@@ -121,9 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Exit codes: 0 done; 1 the grader failed (some submissions not graded);
+    2 a usage or course-layout error (nothing changed). See docs/commands.md."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
     try:
         return int(args.func(args) or 0)
     except ModuleNotFoundError as exc:
@@ -135,6 +170,37 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - one clear line per error; --debug for the traceback
+        code, text = _error_line(exc)
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"bertlab {args.command}: {text}", file=sys.stderr)
+        if code == 1 and not debug and not _is_known(exc):
+            print("  (an internal error: rerun with --debug for the traceback)", file=sys.stderr)
+        return code
+
+
+def _is_known(exc: BaseException) -> bool:
+    try:
+        from grader.failures import GraderFailure, UsageError
+    except ImportError:
+        return False
+    return isinstance(exc, (GraderFailure, UsageError))
+
+
+def _error_line(exc: BaseException) -> tuple[int, str]:
+    """(exit code, message) for an error that ended a command."""
+    try:
+        from grader.failures import GraderFailure, UsageError
+    except ImportError:  # the student bundle: no grader
+        return 1, f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, UsageError):
+        return 2, str(exc)
+    if isinstance(exc, GraderFailure):
+        return 1, str(exc)
+    return 1, f"{type(exc).__name__}: {exc}"
 
 
 if __name__ == "__main__":

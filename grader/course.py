@@ -13,7 +13,7 @@ Layout (nbgrader's, plus two bertlab files)::
     COURSE/release/<a>/<a>.ipynb                 written by nbgrader's generate_assignment
     COURSE/submitted/<student>/<a>/              the student's .py files (or a zip of them)
     COURSE/autograded/<student>/<a>/<a>.ipynb    per task: test, outcome, points, message, hint
-    COURSE/autograded/<student>/<a>/results.json the SPEC.md results dict (bertlab's resumability)
+    COURSE/autograded/<student>/<a>/results.json the results dict (docs/results-format.md)
     COURSE/feedback/<student>/<a>/<a>.html       written by ``nbgrader generate_feedback``
     COURSE/.bertlab/                             staging for extracted zips, the gradebook lock
 
@@ -42,12 +42,16 @@ from pathlib import Path
 from grader.feedback import build_graded_notebook, build_source_notebook
 from grader.submissions import (  # noqa: F401  (re-exported: the course's one entry point)
     EXERCISE_FILES,
+    LayoutProblem,
     Submission,
     SubmissionSources,
     UnsafeZipError,
     list_submissions,
     read_submission_sources,
     safe_extract_zip,
+    scan_submitted,
+    submission_digest,
+    submitted_assignments,
     valid_id,
 )
 
@@ -120,6 +124,31 @@ def _normalise_db_url(db_url: str) -> str:
     return db_url
 
 
+def ensure_python_on_path() -> None:
+    """Put the running Python's ``bin`` folder first on PATH (once).
+
+    nbgrader runs its database migration as the command ``alembic``, found by name on PATH. From a
+    virtualenv that is not activated (``VENV/bin/bertlab grade`` from cron or a CI step) that command
+    is not on PATH and the gradebook cannot be created. The folder of ``sys.executable`` holds it.
+    """
+    bindir = os.path.dirname(sys.executable)
+    parts = os.environ.get("PATH", "").split(os.pathsep)
+    if bindir and bindir not in parts:
+        os.environ["PATH"] = os.pathsep.join([bindir, *[p for p in parts if p]])
+
+
+def nbgrader_environment() -> dict[str, str]:
+    """The environment for an ``nbgrader`` subprocess: this Python's ``bin`` on PATH, and Jupyter's
+    data folders of the base Python too (a ``--system-site-packages`` virtualenv otherwise cannot
+    find nbconvert's templates, and feedback fails)."""
+    ensure_python_on_path()
+    env = dict(os.environ)
+    data = [os.path.join(prefix, "share", "jupyter") for prefix in dict.fromkeys((sys.prefix, sys.base_prefix))]
+    existing = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
+    env["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys([*existing, *(d for d in data if os.path.isdir(d))]))
+    return env
+
+
 def _load_config(course_dir: Path):
     from traitlets.config import Config
     from traitlets.config.loader import PyFileConfigLoader
@@ -147,6 +176,86 @@ def course_db_url(course_dir: str | os.PathLike, db_url: str | None = None) -> s
         return _normalise_db_url(db_url)
     coursedir, _ = _coursedir(Path(course_dir).resolve())
     return coursedir.db_url
+
+
+def _sqlite_path(url: str) -> Path | None:
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database)
+
+
+def gradebook_assignments(course_dir: str | os.PathLike, db_url: str | None = None) -> set[str]:
+    """The assignment names the course's gradebook holds, read without creating or migrating it
+    (an absent SQLite file holds none)."""
+    import sqlalchemy as sa
+
+    url = course_db_url(course_dir, db_url)
+    path = _sqlite_path(url)
+    if path is not None and not path.is_file():
+        return set()
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if not sa.inspect(conn).has_table("assignment"):
+                return set()
+            return {row[0] for row in conn.execute(sa.text("SELECT name FROM assignment"))}
+    finally:
+        engine.dispose()
+
+
+def known_assignments(course_dir: str | os.PathLike, db_url: str | None = None) -> set[str]:
+    """Every assignment the course knows of: in its gradebook, in ``source/``, or handed in under
+    ``submitted/``. Reads only."""
+    course_dir = Path(course_dir)
+    names = set(submitted_assignments(course_dir))
+    source = course_dir / "source"
+    if source.is_dir():
+        names.update(p.name for p in source.iterdir() if p.is_dir() and not p.name.startswith("."))
+    with contextlib.suppress(Exception):  # an unreadable gradebook is reported by check_gradebook
+        names.update(gradebook_assignments(course_dir, db_url))
+    return names
+
+
+def check_gradebook(course_dir: str | os.PathLike, db_url: str | None = None) -> str:
+    """Make sure the gradebook can be opened and written, without changing it; returns its URL.
+
+    Raises CourseError with one line that says what is wrong: an SQLite file (or its folder) that is
+    missing or not writable, a server that does not answer, a URL that is not one.
+    """
+    import sqlalchemy as sa
+
+    try:
+        url = course_db_url(course_dir, db_url)
+    except Exception as exc:  # noqa: BLE001 - a broken nbgrader_config.py, say
+        raise CourseError(f"cannot read the course's {CONFIG_FILE}: {type(exc).__name__}: {exc}") from None
+    try:
+        path = _sqlite_path(url)
+    except Exception as exc:  # noqa: BLE001 - sqlalchemy.exc.ArgumentError and friends
+        raise CourseError(f"the gradebook URL {url!r} is not a database URL ({exc})") from None
+    if path is not None:
+        folder = path.parent
+        if not folder.is_dir():
+            raise CourseError(f"the gradebook {path} cannot be created: its folder {folder} does not exist")
+        target = path if path.exists() else folder
+        if not os.access(target, os.W_OK):
+            raise CourseError(f"the gradebook {path} is not writable (check the permissions of {target})")
+        return url
+    engine = None
+    try:
+        engine = sa.create_engine(url)
+        with engine.connect():
+            pass
+    except Exception as exc:  # noqa: BLE001 - a missing driver, a server that does not answer: one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CourseError(f"cannot open the gradebook at {sa.engine.make_url(url).render_as_string()}: "
+                          f"{type(exc).__name__}: {first}") from None
+    finally:
+        if engine is not None:
+            engine.dispose()
+    return url
 
 
 @contextlib.contextmanager
@@ -276,6 +385,7 @@ def init_course(course_dir: str | os.PathLike, assignment: str = "week7",
     points = _check_max_points(max_points)
     if db_url:
         db_url = _normalise_db_url(db_url)
+    ensure_python_on_path()  # the gradebook's migration runs `alembic` by name
     course_dir.mkdir(parents=True, exist_ok=True)
     with _course_lock(course_dir):
         _write_config(course_dir, db_url)
@@ -339,6 +449,14 @@ def validate_result(result: Mapping) -> dict:
                     student, assignment, result["score"], score)
     out = {"student": student, "assignment": assignment, "score": float(score),
            "max_score": float(result.get("max_score", max_score)), "tests": tests}
+    if result.get("submission_digest") is not None:
+        if not isinstance(result["submission_digest"], str):
+            raise ValueError("submission_digest must be a string")
+        out["submission_digest"] = result["submission_digest"]
+    if result.get("sandboxed") is not None:
+        if not isinstance(result["sandboxed"], bool):
+            raise ValueError("sandboxed must be true or false")
+        out["sandboxed"] = result["sandboxed"]
     return out
 
 
@@ -415,6 +533,7 @@ def keep_gradebook_open(course_dir: str | os.PathLike, db_url: str | None = None
     """
     from nbgrader.api import Gradebook
 
+    ensure_python_on_path()
     url = course_db_url(Path(course_dir).resolve(), db_url)
     if url in _OPEN_GRADEBOOKS:
         yield
@@ -537,7 +656,8 @@ def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | 
 def _run_nbgrader(course_dir: Path, args: list[str], timeout: float) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "nbgrader", *args]
     try:
-        proc = subprocess.run(cmd, cwd=course_dir, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, cwd=course_dir, capture_output=True, text=True, timeout=timeout,
+                              env=nbgrader_environment())
     except subprocess.TimeoutExpired as exc:
         raise NbgraderCommandError(f"nbgrader {' '.join(args)} took longer than {timeout:g} s", -1,
                                    str(exc.stdout or ""), str(exc.stderr or "")) from None
@@ -602,7 +722,8 @@ def export_and_feedback(course_dir: str | os.PathLike, assignment: str = "week7"
             others = [s for i, s in enumerate(students) if i % parts != k]
             args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
         commands.append(args)
-    procs = [(args, subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=course_dir,
+    env = nbgrader_environment()
+    procs = [(args, subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
              for args in commands]
     failures = []

@@ -2,6 +2,10 @@
 
 Fully offline. The cohort (see grader/demo_cohort/README.md): a full solution, untouched stubs, a
 partial solution, a buggy one (mistakes from the mutant bank), a hostile one, and a zip submission.
+
+Exit code: that of `bertlab grade` (0, 1 or 2), and 1 as well when alice, who handed in the
+reference solution, does not get full marks in every correctness task: a demo that grades the
+reference wrong must not look like a success.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from bertlab.stubgen import EXERCISE_MODULES, strip_fences
+from bertlab.stubgen import EXERCISE_MODULES
+from grader.preflight import reference_sources, shortfall
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 COHORT_DIR = Path(__file__).resolve().parent / "demo_cohort"
@@ -22,10 +27,6 @@ BUGGY_FROM_BANK = (("cka_no_centering", "cka.py"), ("pool_divide_by_length", "po
                    ("ret_ascending", "retrieval.py"))
 
 
-def _solution_files() -> dict[str, str]:
-    return {f"{m}.py": strip_fences((KIT_ROOT / "solutions" / f"{m}.py").read_text()) for m in EXERCISE_MODULES}
-
-
 def _stub_files() -> dict[str, str]:
     return {f"{m}.py": (KIT_ROOT / "exercises" / f"{m}.py").read_text() for m in EXERCISE_MODULES}
 
@@ -33,7 +34,7 @@ def _stub_files() -> dict[str, str]:
 def _buggy_files() -> dict[str, str]:
     from grader.mutants import load_bank
 
-    files = _solution_files()
+    files = reference_sources()
     for mutant, filename in BUGGY_FROM_BANK:
         entry, = load_bank(mutant, kinds=("mutant",))
         files[filename] = (entry.path / filename).read_text()
@@ -42,7 +43,7 @@ def _buggy_files() -> dict[str, str]:
 
 def cohort() -> dict[str, dict[str, str]]:
     """student -> {filename: source} for the directory submissions of the demo."""
-    solution, stubs = _solution_files(), _stub_files()
+    solution, stubs = reference_sources(), _stub_files()
     partial = {name: (solution if name in ("cka.py", "pooling.py") else stubs)[name] for name in solution}
     hostile = {p.name: p.read_text() for p in sorted((COHORT_DIR / "erin").glob("*.py"))}
     return {"alice": solution, "bob": stubs, "carol": partial, "dave": _buggy_files(), "erin": hostile}
@@ -58,12 +59,13 @@ def build_demo_course(course: Path) -> Path:
     frank = course / "submitted" / "frank" / ASSIGNMENT
     frank.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(frank / "submission.zip", "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in _solution_files().items():
+        for name, text in reference_sources().items():
             archive.writestr(name, text)
     return course
 
 
-def run_demo(keep: str | None = None, workers: int | None = None) -> int:
+def run_demo(keep: str | None = None, workers: int | None = None, unsafe_no_sandbox: bool = False) -> int:
+    from grader.course import load_results
     from grader.runner import grade_course
 
     if keep:
@@ -77,7 +79,13 @@ def run_demo(keep: str | None = None, workers: int | None = None) -> int:
     print(f"Demo course: {course}")
     print("Cohort: alice (solution), bob (stubs), carol (partial), dave (buggy), erin (hostile), frank (zip)\n")
     build_demo_course(course)
-    code = grade_course(course, ASSIGNMENT, workers=workers)
+    code = grade_course(course, ASSIGNMENT, workers=workers, unsafe_no_sandbox=unsafe_no_sandbox)
+    alice = load_results(course, ASSIGNMENT).get("alice")
+    problem = "alice was not graded" if alice is None else shortfall(alice)
+    if problem is not None:
+        print(f"\nbertlab demo: FAILED: the reference solution (alice) did not get full marks: {problem}",
+              file=sys.stderr)
+        code = code or 1
     if code == 0 and not keep:
         print(f"\nThe course stays in {course} for you to look at (delete it when done).")
     return code

@@ -13,3 +13,8 @@ from __future__ import annotations
 
 class GraderFailure(RuntimeError):
     """The grader (not the submission) failed; ``str(exc)`` is the cause, for the instructor only."""
+
+
+class UsageError(Exception):
+    """The instructor's command or course layout is wrong (exit code 2). ``str(exc)`` is one line that
+    says what is wrong and how to fix it; nothing was changed."""

@@ -15,7 +15,14 @@ Outcomes:
 
 Messages: the explicit message of the check, cut before pytest's assertion introspection (which
 quotes test source); for errors, the exception type and message. Never the test source, never a
-traceback of the grader's files. Capped in lines and characters.
+traceback of the grader's files, never a path of the kit or the grading machine (``scrub``). Capped
+in lines and characters.
+
+Grader failures are not outcomes. When the sandbox could not start or died while no student code ran
+(``grader.failures.GraderFailure``, which ``SandboxError`` is), the reference solution raised, or a
+suite asked the wire format for something it cannot carry, the run stops at that test and
+``run_hidden_suite`` raises ``GraderFailure``: the submission gets no results at all, rather than a
+grade that says the student failed.
 
 The function is called once per submission by a cohort grader process, many times over: the
 hidden suites' heavy inputs live in ``hidden.reference_data`` (imported once and kept), and the max
@@ -28,15 +35,22 @@ import contextlib
 import gc
 import io
 import os
+import re
+import site
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 import pytest
 
+from grader.failures import GraderFailure
+
 KIT_ROOT = Path(__file__).resolve().parent.parent
 TESTS_DIR = KIT_ROOT / "tests"
 HIDDEN_DIR = TESTS_DIR / "hidden"
+SOLUTIONS_DIR = KIT_ROOT / "solutions"
+REFERENCE_DATA = HIDDEN_DIR / "reference_data.py"
 TASKS = ("cka", "pooling", "siamese", "retrieval", "performance")
 CORRECTNESS_TASKS = TASKS[:4]
 POINTS_PROPERTY = "bertlab_points_fraction"  # set by performance tests that earn part of their points
@@ -64,8 +78,49 @@ def _is_timeout(exc: BaseException) -> bool:
 # Messages
 # ---------------------------------------------------------------------------------------------
 
+_TRACEBACK_LINE = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+')
+# An absolute path of two or more components (the student's own files are shown by their bare names).
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~-])/(?:[\w.@+~-]+/)+[\w.@+~-]*")
+
+
+def _machine_prefixes() -> list[str]:
+    """Folders of this machine that student-facing text must never name: the kit, the Python
+    install, the temporary folder, the home folder (longest first, so the most specific one wins)."""
+    prefixes = {str(KIT_ROOT), sys.prefix, sys.base_prefix, sys.exec_prefix, tempfile.gettempdir(),
+                os.path.expanduser("~"), *site.getsitepackages()}
+    prefixes.update(os.path.realpath(p) for p in list(prefixes))
+    return sorted((p for p in prefixes if p and p != "/"), key=len, reverse=True)
+
+
+def scrub(text: str) -> str:
+    """``text`` without tracebacks of kit or library code and without absolute paths.
+
+    Student tracebacks arrive from the sandbox with the student's own files named ``cka.py`` and so
+    on; any frame of another file (the kit, torch, the grading machine) is dropped with its source
+    line, and whatever absolute path is left (a path inside an exception message) becomes
+    ``<path>``. Students read these messages; instructors see the same text in the feedback.
+    """
+    out: list[str] = []
+    skip_source_line = False
+    for line in text.splitlines():
+        frame = _TRACEBACK_LINE.match(line)
+        if frame:
+            skip_source_line = os.path.isabs(frame.group("file")) or frame.group("file").startswith("<frozen")
+            if skip_source_line:
+                continue
+        elif skip_source_line and line.startswith("    "):
+            continue  # the source line (and ^^^ marker) of a dropped frame
+        else:
+            skip_source_line = False
+        line = _ABSOLUTE_PATH.sub("<path>", line)
+        for prefix in _machine_prefixes():  # what the pattern cannot see: "/tmp" alone, a path with spaces
+            line = line.replace(prefix, "<path>")
+        out.append(line)
+    return "\n".join(out)
+
+
 def _cap(text: str) -> str:
-    lines = text.strip().splitlines()
+    lines = scrub(text).strip().splitlines()
     if len(lines) > MAX_MESSAGE_LINES:
         lines = lines[:MAX_MESSAGE_LINES] + ["[...]"]
     text = "\n".join(lines)
@@ -113,6 +168,43 @@ def _raised_by_checks(excinfo) -> bool:
     return HIDDEN_DIR in path.parents or path.parent == Path(__file__).resolve().parent
 
 
+def _innermost_file(excinfo) -> Optional[Path]:
+    tb, last = excinfo.tb, None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return Path(last).resolve() if last else None
+
+
+def grader_failure_cause(excinfo, when: str) -> Optional[str]:
+    """Why an exception is the grader's failure and not the submission's, or None when it is a
+    check that failed or something the submission did.
+
+    The grader's: a ``GraderFailure`` (the sandbox could not start, or died while no student code
+    ran); an exception raised inside the reference solution or the hidden suites' reference data;
+    a suite handing the sandbox a value the wire format cannot carry. Everything else, including an
+    exception raised in test code because of a value the submission returned (a wrong shape, a
+    handle where a number was due), is the submission's.
+    """
+    exc = excinfo.value
+    if isinstance(exc, GraderFailure):
+        return f"{type(exc).__name__}: {exc}"
+    if _is_timeout(exc) or isinstance(exc, (pytest.fail.Exception, pytest.skip.Exception)):
+        return None
+    if hasattr(exc, "type_name"):  # a StudentError: raised by (or because of) the submission
+        return None
+    try:
+        from grader.rpc import EncodeError
+    except ImportError:  # pragma: no cover - the grader package is always there when grading
+        EncodeError = ()  # type: ignore[assignment]  # noqa: N806
+    if EncodeError and isinstance(exc, EncodeError):
+        return f"a hidden test sent the sandbox something it cannot carry ({exc})"
+    where = _innermost_file(excinfo)
+    if where is not None and (SOLUTIONS_DIR in where.parents or where == REFERENCE_DATA):
+        return f"the reference solution raised {type(exc).__name__} in the {when} of a hidden test: {exc}"
+    return None
+
+
 def classify(call_excinfo, when: str) -> tuple[str, str]:
     """(outcome, message) for an exception raised in the ``when`` phase of a test."""
     exc = call_excinfo.value
@@ -150,6 +242,7 @@ class _Recorder:
         self.entries: dict[str, dict] = {}  # nodeid -> entry, in collection order
         self.collected: list = []
         self.timeouts: dict[str, int] = {}  # task -> tests of it that timed out so far
+        self.grader_failure: Optional[str] = None  # set at the first grader failure; the run stops
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
@@ -181,6 +274,13 @@ class _Recorder:
         entry = self.entries.get(item.nodeid)
         if entry is None:
             return report
+        if call.excinfo is not None and self.grader_failure is None:
+            cause = grader_failure_cause(call.excinfo, call.when)
+            if cause is not None:
+                # Not the submission's doing: no test after this one means anything either.
+                self.grader_failure = f"{item.name}: {cause}"
+                item.session.shouldstop = "grader failure"
+                return report
         if call.when == "setup":
             if call.excinfo is not None:
                 entry["outcome"], entry["message"] = classify(call.excinfo, "setup")
@@ -251,9 +351,11 @@ def _run_pytest(args: list[str], plugin: _Recorder) -> int:
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), one_torch_thread():
         code = pytest.main(args, plugins=[plugin])
+    if plugin.grader_failure is not None:
+        raise GraderFailure(plugin.grader_failure)
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        raise RuntimeError(f"the hidden suites could not run (pytest exit code {int(code)}):\n"
-                           + sink.getvalue()[-3000:])
+        raise GraderFailure(f"the hidden suites could not run (pytest exit code {int(code)}):\n"
+                            + sink.getvalue()[-3000:])
     return code
 
 
@@ -263,17 +365,18 @@ def _run_pytest(args: list[str], plugin: _Recorder) -> int:
 
 def run_hidden_suite(impl, *, student: str, assignment: str = "week7", tasks: Optional[Iterable[str]] = None,
                      extra_pytest_args: Sequence[str] = (), hints: bool = True) -> dict:
-    """Grade ``impl`` with the hidden suites; the SPEC.md results dict.
+    """Grade ``impl`` with the hidden suites; the results dict (docs/results-format.md).
 
     tasks: only these tasks (default: all). hints: attach a hint (grader/hints.py) to the failing tests
     of a task whose probe outputs match a known mistake of the mutant bank.
+    Raises GraderFailure when the grader, not the submission, failed (see the module docstring).
     """
     recorder = _Recorder(impl)
     _run_pytest(_pytest_args(tasks, extra_pytest_args), recorder)
     tests = [dict(recorder.entries[nodeid]) for nodeid, *_ in recorder.collected]
     for t in tests:
         if t["task"] is None:
-            raise RuntimeError(f"hidden test {t['name']} has no task marker")
+            raise GraderFailure(f"hidden test {t['name']} has no task marker")
     if hints:
         with one_torch_thread():
             _attach_hints(impl, tests)
@@ -296,7 +399,7 @@ def _attach_hints(impl, tests: list[dict]) -> None:
             hint = None
         if hint:
             for t in failing:
-                t["hint"] = hint
+                t["hint"] = scrub(hint)
 
 
 def max_points_by_task(tasks: Optional[Iterable[str]] = None) -> dict[str, float]:
@@ -308,7 +411,7 @@ def max_points_by_task(tasks: Optional[Iterable[str]] = None) -> dict[str, float
         totals: dict[str, float] = {}
         for _, name, task, points in recorder.collected:
             if task is None:
-                raise RuntimeError(f"hidden test {name} has no task marker")
+                raise GraderFailure(f"hidden test {name} has no task marker")
             totals[task] = totals.get(task, 0.0) + points
         _MAX_POINTS[key] = {t: totals[t] for t in TASKS if t in totals}
     return dict(_MAX_POINTS[key])

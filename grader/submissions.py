@@ -8,17 +8,27 @@ private staging directory under ``COURSE/.bertlab/staging/``. A refused zip neve
 :func:`list_submissions`; the student's entry carries ``error`` (a message written for the student) and the
 caller records a zero-score result for it (see ``grader.course.error_result``).
 
+Every folder under ``submitted/`` is accounted for: :func:`scan_submitted` returns the submissions and,
+for each folder that holds no submission in the expected layout (files directly in
+``submitted/<student>/``, notebooks but no ``.py`` files, an empty folder, only another assignment's
+folder), a :class:`LayoutProblem` naming what was found and what was expected. Such a folder is not
+graded: the instructor is told, and a zero that looks like untouched stubs is never recorded for it.
+
+:func:`submission_digest` fingerprints what a submission holds, so a later run notices a resubmission.
+
 Nothing here imports or runs student code: files are only listed, copied and read as text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 import shutil
 import stat
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 #: The exercise modules a submission may hold; anything else in a submission is ignored.
@@ -296,8 +306,55 @@ def _from_zip(course_dir: Path, assignment: str, student: str, zip_path: Path) -
     return Submission(student, _sources_root(dest), source=zip_path)
 
 
-def list_submissions(course_dir: str | os.PathLike, assignment: str) -> list[Submission]:
-    """Every student's submission of ``assignment``, sorted by student id.
+@dataclass(frozen=True)
+class LayoutProblem:
+    """A folder under ``submitted/`` that holds no submission in the expected layout (not graded)."""
+
+    folder: str    # relative to the course, e.g. "submitted/zoe"
+    found: str     # what is there, e.g. "cka.py, pooling.py directly in submitted/zoe/"
+    expected: str  # what a submission looks like
+
+    def __str__(self) -> str:
+        return f"{self.folder}: found {self.found}; expected {self.expected}"
+
+
+def _names(paths, limit: int = 5) -> str:
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in paths)
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _describe_other_content(folder: Path, assignment: str) -> str:
+    """What a folder without exercise files or zips holds, in a few words."""
+    entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    if not entries:
+        return "an empty folder"
+    notebooks = [p for p in entries if p.suffix == ".ipynb"]
+    sources = [p for p in entries if p.suffix == ".py"]
+    if notebooks and not sources:
+        return f"notebook(s) {_names(notebooks)} but no .py files (the grader reads the .py exercise files)"
+    if sources:
+        return f".py file(s) {_names(sources)}, none named {', '.join(EXERCISE_FILES)}"
+    return f"only {_names(entries)}"
+
+
+def _layout_problem(course_dir: Path, student_dir: Path, assignment: str) -> LayoutProblem | None:
+    """Why ``student_dir`` (which has no ``<assignment>/`` folder or zip) holds no submission."""
+    rel = f"submitted/{student_dir.name}"
+    expected = (f"{rel}/{assignment}/ holding {', '.join(EXERCISE_FILES)} (or one .zip of them)")
+    entries = [p for p in student_dir.iterdir() if not p.name.startswith(".")]
+    loose = [p for p in entries if p.name in EXERCISE_FILES]
+    if loose:
+        return LayoutProblem(rel, f"{_names(loose)} directly in {rel}/ (no {assignment}/ folder)", expected)
+    folders = [p for p in entries if p.is_dir()]
+    if folders:
+        return LayoutProblem(rel, f"folder(s) {_names(folders)} but no {assignment}/", expected)
+    return LayoutProblem(rel, _describe_other_content(student_dir, assignment), expected)
+
+
+def scan_submitted(course_dir: str | os.PathLike, assignment: str) -> tuple[list[Submission], list[LayoutProblem]]:
+    """Every student's submission of ``assignment`` (sorted by student id), and every folder or file
+    under ``submitted/`` that holds none in the expected layout.
 
     Directories are returned as they are; zips are checked and extracted (see module docstring). An
     entry whose ``error`` is set could not be accepted and must be recorded as a zero-score result.
@@ -305,18 +362,24 @@ def list_submissions(course_dir: str | os.PathLike, assignment: str) -> list[Sub
     course_dir = Path(course_dir)
     submitted = course_dir / "submitted"
     if not submitted.is_dir():
-        return []
+        return [], []
     out: list[Submission] = []
+    problems: list[LayoutProblem] = []
+    expected_root = f"submitted/<student>/{assignment}/ holding {', '.join(EXERCISE_FILES)}"
     for student_dir in sorted(submitted.iterdir(), key=lambda p: p.name):
         student = student_dir.name
+        if student.startswith("."):
+            continue
         if not valid_id(student):
-            if not student.startswith("."):
-                log.warning("skipping %r: not usable as a student id", student)
+            problems.append(LayoutProblem(f"submitted/{student!r}", "a name that cannot be a student id "
+                                          "(no '/', '\\', '*', '?', '[', ']', control characters or "
+                                          "surrounding spaces)", "one folder per student id"))
             continue
         if student_dir.is_symlink():
             out.append(Submission(student, student_dir, error="The submission folder is a symbolic link."))
             continue
         if not student_dir.is_dir():
+            problems.append(LayoutProblem(f"submitted/{student}", "a file", expected_root))
             continue
         folder = student_dir / assignment
         top_zip = student_dir / f"{assignment}.zip"
@@ -327,8 +390,12 @@ def list_submissions(course_dir: str | os.PathLike, assignment: str) -> list[Sub
             zips = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".zip")
             if not has_sources and not zips and os.path.lexists(top_zip):
                 out.append(_from_zip(course_dir, assignment, student, top_zip))
-            elif has_sources or not zips:
+            elif has_sources:
                 out.append(Submission(student, folder))
+            elif not zips:
+                rel = f"submitted/{student}/{assignment}"
+                problems.append(LayoutProblem(rel, _describe_other_content(folder, assignment),
+                                              f"{rel}/ holding {', '.join(EXERCISE_FILES)} (or one .zip of them)"))
             elif len(zips) > 1:
                 names = ", ".join(p.name for p in zips)
                 out.append(Submission(student, folder, error=(
@@ -338,4 +405,48 @@ def list_submissions(course_dir: str | os.PathLike, assignment: str) -> list[Sub
                 out.append(_from_zip(course_dir, assignment, student, zips[0]))
         elif os.path.lexists(top_zip):
             out.append(_from_zip(course_dir, assignment, student, top_zip))
-    return out
+        else:
+            problems.append(_layout_problem(course_dir, student_dir, assignment))
+    return out, problems
+
+
+def list_submissions(course_dir: str | os.PathLike, assignment: str) -> list[Submission]:
+    """Every student's submission of ``assignment``, sorted by student id (see :func:`scan_submitted`,
+    which also names the folders that hold none)."""
+    return scan_submitted(course_dir, assignment)[0]
+
+
+def submission_digest(submission: Submission) -> str:
+    """``sha256:<hex>`` of what ``submission`` holds: its exercise files (names and text), or, for a
+    submission refused as a whole, the file that was handed in and the reason. Equal digests mean
+    the grader would see the same submission."""
+    h = hashlib.sha256()
+    if submission.error:
+        h.update(b"refused\0" + submission.error.encode())
+        source = submission.source
+        if source.is_file() and not source.is_symlink():
+            h.update(source.read_bytes())
+    else:
+        for name, text in sorted(read_submission_sources(submission.path).items()):
+            h.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+def submitted_assignments(course_dir: str | os.PathLike) -> set[str]:
+    """The assignment names students handed something in for: ``submitted/*/<name>/`` and
+    ``submitted/*/<name>.zip``."""
+    names: set[str] = set()
+    submitted = Path(course_dir) / "submitted"
+    if not submitted.is_dir():
+        return names
+    for student_dir in submitted.iterdir():
+        if student_dir.name.startswith(".") or not student_dir.is_dir() or student_dir.is_symlink():
+            continue
+        for entry in student_dir.iterdir():
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir() and valid_id(entry.name):
+                names.add(entry.name)
+            elif entry.suffix.lower() == ".zip" and valid_id(entry.stem):
+                names.add(entry.stem)
+    return names
