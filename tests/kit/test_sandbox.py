@@ -1,14 +1,20 @@
-"""The sandbox (grader/sandbox): correct results across the boundary, the fork-safety guard, isolation.
+"""The sandbox (grader/sandbox): correct results across the boundary, the fork-safety guard, isolation,
+and failing closed.
 
 One warm Sandbox serves the whole module (starting one costs seconds: torch, transformers, MiniLM).
+Where bubblewrap is not installed at all, the isolation tests are skipped and the rest run on the
+unisolated fallback; where it is installed but does not work, the module fails (a broken sandbox is
+not a missing one).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,13 +23,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from grader.failures import GraderFailure
 from grader.remote import StudentError, SubmissionCrashed, SubmissionTimeout
-from grader.sandbox import launcher
-from grader.sandbox.launcher import FALLBACK_WARNING, Sandbox
+from grader.sandbox import SandboxUnavailable, bubblewrap_status, launcher
+from grader.sandbox.launcher import FALLBACK_WARNING, Sandbox, SandboxError
 
 KIT = Path(__file__).resolve().parents[2]
 SAMPLES = Path(__file__).resolve().parent / "redteam_submissions"
 SECRET = "SECRET-GRADEBOOK-7f3a"
+BWRAP_INSTALLED = launcher._find_bwrap() is not None
 
 
 def sources(name: str, **extra: str) -> dict[str, str]:
@@ -59,7 +67,10 @@ def sandboxes(course):
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):
         fallback = Sandbox(kit_root=KIT, use_bwrap=False, preload=())
-    main = Sandbox(kit_root=KIT, hide=[course.root, course.loose], timeout_s=20.0)
+    # Without bubblewrap installed, the tests of results still run (on the fallback); with it
+    # installed but broken this raises SandboxUnavailable and every test here fails.
+    main = Sandbox(kit_root=KIT, hide=[course.root, course.loose], timeout_s=20.0,
+                   unsafe_no_sandbox=not BWRAP_INSTALLED)
     from bertlab.models import named_model
 
     named_model("tiny-bert-seed0")  # the trusted side's own imports, while the templates warm up
@@ -308,8 +319,9 @@ SNOOP = ("import os, socket\n"
 
 @pytest.fixture
 def isolated(sb):
-    if not sb.isolated:
-        pytest.skip("bubblewrap is not usable here: isolation cannot be tested")
+    if not BWRAP_INSTALLED:
+        pytest.skip("bubblewrap (bwrap) is not installed: isolation cannot be tested")
+    assert sb.isolated, "bubblewrap is installed, yet the sandbox runs without it"
     return sb
 
 
@@ -400,3 +412,145 @@ def test_the_template_preloads_every_named_model_the_hidden_suites_use():
              for k in re.findall(r"""["']tiny-bert-seed(\d+)["']""", path.read_text())}
     assert used, "found no named models in tests/hidden: has the suite changed how it names them?"
     assert used <= set(launcher.DEFAULT_PRELOAD), sorted(used - set(launcher.DEFAULT_PRELOAD))
+
+
+# ------------------------------------------------------------------------------ failing closed
+
+BROKEN_BWRAP_MESSAGE = ("bwrap: No permissions to create new namespace, likely because the kernel does "
+                        "not allow non-privileged user namespaces.")
+
+
+@pytest.fixture
+def no_bubblewrap(monkeypatch, tmp_path):
+    """bubblewrap "not installed": a PATH without bwrap, and none of the usual places count."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(launcher, "BWRAP_CANDIDATES", ())
+    monkeypatch.setattr(launcher, "_warned", False)
+
+
+@pytest.fixture
+def broken_bubblewrap(monkeypatch, tmp_path):
+    """A bwrap first on PATH that fails as one does in a container without user namespaces."""
+    folder = tmp_path / "broken-bin"
+    folder.mkdir()
+    stand_in = folder / "bwrap"
+    stand_in.write_text(f"#!/bin/sh\necho '{BROKEN_BWRAP_MESSAGE}' >&2\nexit 1\n")
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
+    monkeypatch.setattr(launcher, "_warned", False)
+    return stand_in
+
+
+def test_missing_bubblewrap_refuses_to_run_student_code(no_bubblewrap):
+    works, why = bubblewrap_status()
+    assert works is False and "not installed" in why
+    with pytest.raises(SandboxUnavailable) as info:
+        Sandbox(kit_root=KIT, preload=())
+    message = str(info.value)
+    assert isinstance(info.value, SandboxError) and isinstance(info.value, GraderFailure)
+    assert isinstance(info.value, RuntimeError)
+    assert "not installed" in message and "apt-get install bubblewrap" in message
+    assert "--unsafe-no-sandbox" in message and len(message.splitlines()) <= 2
+    with pytest.raises(SandboxUnavailable):
+        Sandbox(kit_root=KIT, preload=(), use_bwrap=True, unsafe_no_sandbox=True)  # required wins
+
+
+def test_bubblewrap_that_cannot_create_namespaces_refuses_to_run_student_code(broken_bubblewrap):
+    works, why = bubblewrap_status()
+    assert works is False and str(broken_bubblewrap) in why and BROKEN_BWRAP_MESSAGE in why
+    with pytest.raises(SandboxUnavailable) as info:
+        Sandbox(kit_root=KIT, preload=())
+    message = str(info.value)
+    assert BROKEN_BWRAP_MESSAGE in message and "kernel.unprivileged_userns_clone=1" in message
+    assert "--unsafe-no-sandbox" in message and len(message.splitlines()) <= 2
+
+
+def test_unsafe_no_sandbox_runs_unisolated_and_says_so(broken_bubblewrap, capfd):
+    sandbox = Sandbox(kit_root=KIT, preload=(), unsafe_no_sandbox=True)
+    try:
+        assert sandbox.isolated is False
+        assert FALLBACK_WARNING in capfd.readouterr().err
+        X = torch.randn(6, 3)
+        with sandbox.session(sources("correct")) as impl:
+            assert impl.cka.linear_cka(X, X) == pytest.approx(1.0)
+    finally:
+        sandbox.close()
+
+
+def test_bubblewrap_status_probes_again_when_the_binary_changes(monkeypatch, tmp_path):
+    """The probe result is cached per binary: a stand-in first on PATH is probed, not the cached
+    answer for the real one, and the real one's answer comes back when PATH does."""
+    if not BWRAP_INSTALLED:
+        pytest.skip("bubblewrap (bwrap) is not installed")
+    works, why = bubblewrap_status()
+    assert works, f"bubblewrap is installed but does not work here: {why}"
+    assert why.startswith("bubblewrap") and "creates its namespaces" in why
+    with monkeypatch.context() as patch:
+        folder = tmp_path / "bin"
+        folder.mkdir()
+        (folder / "bwrap").write_text("#!/bin/sh\necho 'stand-in says no' >&2\nexit 1\n")
+        (folder / "bwrap").chmod(0o755)
+        patch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+        assert bubblewrap_status() == (False, f"bubblewrap at {folder / 'bwrap'} cannot create its sandbox: "
+                                              "stand-in says no")
+    assert bubblewrap_status() == (works, why)
+
+
+# ------------------------------------------------- the grader's failures are not the student's
+
+def test_a_template_that_dies_before_it_is_ready_is_the_graders_failure():
+    sandbox = Sandbox(kit_root=KIT, preload=(), unsafe_no_sandbox=not BWRAP_INSTALLED, start_timeout_s=30.0)
+    try:
+        sandbox._proc.kill()
+        with pytest.raises(SandboxError) as info:
+            with sandbox.session(sources("correct")) as impl:
+                impl.cka.linear_cka(torch.ones(3, 2), torch.ones(3, 2))
+        assert not isinstance(info.value, StudentError)
+    finally:
+        sandbox.close()
+
+
+def test_a_child_that_dies_before_any_submitted_code_runs_is_the_graders_failure(sb, monkeypatch):
+    """The child's own set-up fails (here: limits it cannot apply) before it imports anything of
+    the submission: SandboxError, not a crash scored against the student; and its report names
+    the worker's files without their sandbox-side folders."""
+    monkeypatch.setattr(sb, "limits", ["not", "a", "dict"])
+    with pytest.raises(SandboxError) as info:
+        with sb.session(sources("correct")) as impl:
+            impl.cka.linear_cka(torch.ones(3, 2), torch.ones(3, 2))
+    message = str(info.value)
+    assert not isinstance(info.value, StudentError) and "before any submitted code ran" in message
+    assert "worker.py" in message and str(KIT) not in message and sys.prefix not in message
+    monkeypatch.undo()
+    with sb.session(sources("correct")) as impl:  # and the sandbox goes on
+        assert impl.cka.linear_cka(torch.eye(3), torch.eye(3)) == pytest.approx(1.0)
+
+
+def test_text_for_the_student_names_no_sandbox_side_folders(sb):
+    """Exception messages, a thread's traceback and a library warning, as the worker reports them,
+    name files relative to the kit or the Python install, never where those live."""
+    src = {"cka.py": "import threading, warnings, torch, bertlab\n"
+                     "def noisy():\n"
+                     "    t = threading.Thread(target=lambda: 1 / 0)\n"
+                     "    t.start()\n"
+                     "    t.join()\n"
+                     "    warnings.warn_explicit('from a library', UserWarning, torch.__file__, 7)\n"
+                     "    return 1\n"
+                     "def open_library_file():\n"
+                     "    open(torch.__file__ + '.missing')\n"
+                     "def open_kit_file():\n"
+                     "    open(bertlab.__file__ + '.missing')\n"}
+    with sb.session({**sources("correct"), **src}) as impl:
+        assert impl.cka.noisy() == 1
+        with pytest.raises(StudentError) as library:
+            impl.cka.open_library_file()
+        with pytest.raises(StudentError) as kit:
+            impl.cka.open_kit_file()
+        output = impl.output()
+    texts = [output, str(library.value), str(kit.value)]
+    assert "ZeroDivisionError" in output and "from a library" in output and "torch/__init__.py" in output
+    assert "torch/__init__.py.missing" in str(library.value) and "bertlab/__init__.py.missing" in str(kit.value)
+    for text in texts:
+        assert str(KIT) not in text and sys.prefix not in text and os.path.realpath(sys.prefix) not in text, text
