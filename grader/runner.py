@@ -325,14 +325,11 @@ def _check_sandbox(unsafe_no_sandbox: bool) -> None:
     """Refuse at once, before any worker starts, when bubblewrap cannot isolate student code."""
     if unsafe_no_sandbox:
         return
-    from grader import sandbox
+    from grader.sandbox import launcher
 
-    status = getattr(sandbox, "bubblewrap_status", None)
-    if status is None:
-        return
-    ok, why = status()
+    ok, why = launcher.bubblewrap_status()
     if not ok:
-        raise sandbox.SandboxUnavailable(why)
+        raise launcher._unavailable(why)  # the reason, then how to install or enable bubblewrap
 
 
 def grade_course(course: Path, assignment: str = "week7", workers: int | None = None,

@@ -34,6 +34,7 @@ RUN_BY = {
     "grade": "tests/kit/test_runner.py::test_grade_course",
     "grade-one": "tests/kit/test_runner.py::test_grade_one_json",
     "audit": "tests/kit/test_audit.py::test_audit",
+    "doctor": "tests/kit/test_grading_trust.py::test_doctor",
 }
 # Placeholders the docs use for values of a typed option.
 PLACEHOLDERS = {"N": "2", "T": "cka"}

@@ -309,5 +309,23 @@ def test_preflight_stops_the_run_when_the_reference_fails(tmp_path):
     proc = _bertlab("grade", str(course), "--workers", "1", env=env, cwd=kit)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = proc.stdout + proc.stderr
-    assert "Preflight failed" in out and "reference solution raised" in out and "no student was graded" in out
+    assert "Preflight failed" in out and "no student was graded" in out, out
+    assert "First problem: cka/" in out and "broken reference" in out, "the first failing test is named"
     assert _graded(course) == [] and _gradebook_students(course) == []
+
+
+@needs_bwrap
+def test_doctor(tmp_path):
+    """One line per check; exit 0 on a healthy machine, 1 with a FAIL line when bubblewrap cannot work."""
+    course = tmp_path / "course"
+    _submit(course, "s1", STUBS)
+    healthy = _bertlab("doctor", str(course))
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr[-2000:]
+    lines = healthy.stdout.strip().splitlines()
+    assert [line.split()[1] for line in lines] == ["bubblewrap", "model", "course", "gradebook", "preflight"]
+    assert all(line.startswith("ok") for line in lines), healthy.stdout
+    assert not (course / "gradebook.db").exists(), "doctor must not create the gradebook"
+
+    broken = _bertlab("doctor", "--no-preflight", env=_broken_bwrap(tmp_path / "bin", fail_for=""))
+    assert broken.returncode == 1
+    assert broken.stdout.startswith("FAIL  bubblewrap") and "Traceback" not in broken.stdout + broken.stderr
