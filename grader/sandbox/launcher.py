@@ -469,10 +469,11 @@ class Sandbox:
                 "--proc", "/proc", "--dev", "/dev"]
         python = _python_dirs()
         kit = self.kit_root
-        hide_dirs = [Path(os.path.realpath(p)) for p in ALWAYS_HIDDEN if os.path.isdir(p)] + [Path("/tmp")]
+        tmp = Path(os.path.realpath("/tmp"))
+        hide_dirs = [Path(os.path.realpath(p)) for p in ALWAYS_HIDDEN if os.path.isdir(p)] + [tmp]
         # An installed kit has kit_root = site-packages: hiding it would hide torch. Its secret
         # packages are hidden one by one below instead (as they are for every layout).
-        if not any(_under(kit, p) for p in python):
+        if not any(_under(kit, p) for p in _site_dirs()):
             hide_dirs.append(kit)
         hide_dirs += [p for p in self.hide if p.is_dir()]
         hide_files = [p for p in self.hide if _exists(p) and not p.is_dir()]
@@ -488,7 +489,7 @@ class Sandbox:
             # hides nothing more, and the paths below it are shown back.
             hide_dirs += [a for p in show for a in p.parents
                           if a != Path("/") and not _mode_allows_others(a)]
-        return args + _mount_plan(hide_dirs, hide_files, show) + ["--chdir", "/tmp", "--"]
+        return args + _mount_plan(hide_dirs, hide_files, show, tmp) + ["--chdir", "/tmp", "--"]
 
     def _worker_command(self, ctrl_fd: Optional[int], probe: bool = False) -> list[str]:
         _, roots = self._kit_parts()
