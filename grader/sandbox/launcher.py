@@ -778,7 +778,8 @@ class Session:
 
     # ---- public helpers used by RemoteImplementation
     def output(self) -> str:
-        return self._out.text()
+        """What the submission's process printed (head and tail), without sandbox-side folders."""
+        return self.sandbox.scrub(self._out.text())
 
     def import_errors(self) -> dict[str, str]:
         self._ensure_child()

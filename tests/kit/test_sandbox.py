@@ -529,10 +529,11 @@ def test_a_child_that_dies_before_any_submitted_code_runs_is_the_graders_failure
 
 
 def test_text_for_the_student_names_no_sandbox_side_folders(sb):
-    """Exception messages, a thread's traceback and a library warning, as the worker reports them,
-    name files relative to the kit or the Python install, never where those live."""
+    """Exception messages, a thread's traceback, a library warning and the captured output name
+    files relative to the kit or the Python install, never where those live."""
     src = {"cka.py": "import threading, warnings, torch, bertlab\n"
                      "def noisy():\n"
+                     "    print('loaded from', torch.__file__, flush=True)\n"
                      "    t = threading.Thread(target=lambda: 1 / 0)\n"
                      "    t.start()\n"
                      "    t.join()\n"
