@@ -5,10 +5,13 @@
         impl.cka.linear_cka(X, Y)
     sb.close()
 
-The template (worker.py) runs under bubblewrap when ``bwrap`` works: its own pid, network, IPC and UTS
-namespaces, a read-only view of the system with the kit, the course, /tmp, /root and /home hidden
-(only the Python install, ``bertlab`` and the worker's own files are shown back), a private /tmp, and
-an unprivileged uid when we are root. Without bubblewrap it runs with rlimits only, and says so loudly.
+The template (worker.py) runs under bubblewrap: its own pid, network, IPC and UTS namespaces, a
+read-only view of the system with the kit, the course, /tmp, /root, /home and /run hidden (only the
+Python install, ``bertlab`` and the worker's own files are shown back, wherever they live), a private
+/tmp, and an unprivileged uid when we are root. Where bubblewrap is missing or cannot create its
+namespaces, ``Sandbox()`` raises ``SandboxUnavailable``: only ``unsafe_no_sandbox=True`` (the
+``--unsafe-no-sandbox`` flag) runs student code with rlimits only, and then it says so loudly.
+``bubblewrap_status()`` tells whether bubblewrap works here (``bertlab doctor``).
 
 Each session forks a fresh child from the template; the child gets a socket of its own (passed over the
 template's control socket with SCM_RIGHTS) and a pipe for its stdout/stderr. A call that times out,
