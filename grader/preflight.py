@@ -40,7 +40,9 @@ def run_preflight(sandbox, assignment: str = "week7") -> Optional[str]:
     from grader.runner import grade_sources
 
     try:
-        result = grade_sources(sandbox, reference_sources(), PREFLIGHT_STUDENT, assignment)
+        # Correctness only: the performance task's timed calls cost seconds and are not judged here.
+        result = grade_sources(sandbox, reference_sources(), PREFLIGHT_STUDENT, assignment,
+                               tasks=CORRECTNESS_TASKS, hints=False)
     except GraderFailure as exc:
         return f"{type(exc).__name__}: {exc}"
     return shortfall(result)

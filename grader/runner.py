@@ -62,13 +62,14 @@ def default_workers() -> int:
 # Grading one submission (runs inside a trusted grader worker)
 
 
-def grade_sources(sandbox, sources: dict, student: str, assignment: str) -> dict:
+def grade_sources(sandbox, sources: dict, student: str, assignment: str, **suite_options) -> dict:
     """Run the hidden suites on one submission's sources through ``sandbox``; the results dict
-    (with ``sandboxed``). Raises GraderFailure when the grader, not the submission, failed."""
+    (with ``sandboxed``). ``suite_options`` go to ``run_hidden_suite`` (``tasks``, ``hints``).
+    Raises GraderFailure when the grader, not the submission, failed."""
     from grader.scoring import run_hidden_suite
 
     with sandbox.session(dict(sources)) as impl:
-        result = run_hidden_suite(impl, student=student, assignment=assignment)
+        result = run_hidden_suite(impl, student=student, assignment=assignment, **suite_options)
     result["sandboxed"] = bool(sandbox.isolated)
     return result
 
