@@ -464,9 +464,30 @@ def autograded_dir(course_dir: str | os.PathLike, student: str, assignment: str)
     return Path(course_dir) / "autograded" / student / assignment
 
 
+RESULTS_SCHEMA = Path(__file__).resolve().parent / "results.schema.json"
+_SCHEMA_VALIDATOR = None
+
+
+def check_results_schema(result: Mapping) -> None:
+    """Raise ValueError unless ``result`` is a results.json document as ``results.schema.json`` (the
+    published format, docs/results-format.md) describes it. Every results.json the kit writes, and
+    every document ``grade-one --json`` prints, passes through here."""
+    global _SCHEMA_VALIDATOR
+    import jsonschema
+
+    if _SCHEMA_VALIDATOR is None:
+        _SCHEMA_VALIDATOR = jsonschema.Draft202012Validator(json.loads(RESULTS_SCHEMA.read_text(encoding="utf-8")))
+    errors = sorted(_SCHEMA_VALIDATOR.iter_errors(result), key=lambda e: list(e.path))
+    if errors:
+        first = errors[0]
+        where = "/".join(map(str, first.path)) or "(top level)"
+        raise ValueError(f"results document does not match results.schema.json at {where}: {first.message}")
+
+
 def write_results_json(course_dir: str | os.PathLike, result: Mapping) -> Path:
     """Write ``autograded/<student>/<assignment>/results.json`` atomically; return its path."""
     result = validate_result(result)
+    check_results_schema(result)
     path = autograded_dir(course_dir, result["student"], result["assignment"]) / "results.json"
     _atomic_write(path, json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     return path

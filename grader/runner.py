@@ -529,6 +529,10 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
     finally:
         sandbox.close()
     result["submission_digest"] = submission_digest(Submission(student, submission))
+    from grader.course import check_results_schema, validate_result
+
+    result = validate_result(result)
+    check_results_schema(result)
     return result
 
 

@@ -546,3 +546,23 @@ def test_cohort_export_and_feedback_split_over_processes(tmp_path):
     for i in (0, 13, 49):
         page = (feedback / students[i] / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
         assert f"Score: {float(i % 7):.1f} / {sum(MAX_POINTS.values()):.1f}" in page
+
+
+def test_results_schema_accepts_what_the_kit_writes_and_rejects_the_rest(tmp_path):
+    """results.schema.json is the published format: every results.json goes through it when written."""
+    from grader.course import RESULTS_SCHEMA, check_results_schema
+
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(json.loads(RESULTS_SCHEMA.read_text()))
+    good = validate_result(error_result("erin", ASSIGNMENT, "not accepted", MAX_POINTS))
+    good.update(submission_digest="sha256:" + "0" * 64, sandboxed=True)
+    check_results_schema(good)
+    path = write_results_json(tmp_path, good)
+    assert json.loads(path.read_text()) == good
+    for broken, where in [({**good, "sandboxed": "yes"}, "sandboxed"),
+                          ({**good, "submission_digest": "md5:1"}, "submission_digest"),
+                          ({**good, "tests": [{**good["tests"][0], "outcome": "crashed"}]}, "tests/0/outcome"),
+                          ({**good, "surprise": 1}, "(top level)")]:
+        with pytest.raises(ValueError, match=where):
+            check_results_schema(broken)

@@ -77,3 +77,11 @@ def test_demo_hostile_submission_left_no_trace(demo):
     assert not Path("/tmp/erin-was-here").exists(), "the hostile submission wrote outside its sandbox"
     messages = " ".join(t["message"] for t in demo["results"]["erin"]["tests"])
     assert "BEGIN SOLUTION" not in messages and "def linear_cka" not in messages
+
+
+def test_demo_results_match_the_published_schema(demo):
+    from grader.course import check_results_schema
+
+    for student, result in demo["results"].items():
+        check_results_schema(result)
+        assert result["sandboxed"] is True and result["submission_digest"].startswith("sha256:"), student

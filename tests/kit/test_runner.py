@@ -40,6 +40,9 @@ def test_grade_one_json(tmp_path):
     proc = _bertlab("grade-one", str(submission), "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
+    from grader.course import check_results_schema
+
+    check_results_schema(result)
     assert result["student"] == "zoe" and result["assignment"] == "week7"
     assert result["score"] == 0 and result["max_score"] > 0
     assert {t["task"] for t in result["tests"]} == {"cka", "pooling", "siamese", "retrieval", "performance"}
