@@ -17,6 +17,7 @@ check() {  # check NAME COMMAND...: PASS when COMMAND exits 0
   if "$@"; then echo "PASS  $name"; else echo "FAIL  $name"; failures=$((failures + 1)); fi
 }
 results() { find "$1/autograded" -name results.json 2>/dev/null | sed 's#.*/autograded/\([^/]*\)/.*#\1#' | sort | tr '\n' ' '; }
+export -f results
 
 git clone -q "$REPO" "$KIT"
 python3 -m venv "$VENV"
