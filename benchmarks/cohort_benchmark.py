@@ -127,16 +127,18 @@ def run_baseline(cohort: dict, max_points: dict[str, float], workdir: Path) -> t
     return elapsed, scores
 
 
-def run_bertlab(cohort: dict, workers: int, workdir: Path) -> tuple[float, dict]:
+def run_bertlab(cohort: dict, workers: int, workdir: Path) -> tuple[float, dict, int]:
+    """Seconds for `bertlab grade` (worker start-up and the preflight included), the results, and the
+    exit code (0: every submission graded; see docs/commands.md)."""
     from grader.course import load_results
     from grader.runner import grade_course
 
     course = workdir / "bertlab-course"
     write_submissions(course, cohort)
     start = time.monotonic()
-    grade_course(course, ASSIGNMENT, workers=workers, quiet=True)
+    code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True)
     elapsed = time.monotonic() - start
-    return elapsed, load_results(course, ASSIGNMENT)
+    return elapsed, load_results(course, ASSIGNMENT), code
 
 
 def main(argv=None) -> int:
@@ -152,7 +154,7 @@ def main(argv=None) -> int:
     cohort = build_cohort(args.n)
     workdir = Path(tempfile.mkdtemp(prefix="bertlab-cohort-"))
     try:
-        ours, results = run_bertlab(cohort, args.workers, workdir)
+        ours, results, exit_code = run_bertlab(cohort, args.workers, workdir)
         baseline_cohort = dict(list(cohort.items())[: args.baseline_n])
         theirs, their_scores = run_baseline(baseline_cohort, max_points_by_task(), workdir)
     finally:
@@ -166,7 +168,7 @@ def main(argv=None) -> int:
         "nbgrader_submissions": args.baseline_n, "nbgrader_seconds": round(theirs, 1),
         "nbgrader_seconds_per_submission": round(per_theirs, 3),
         "throughput_ratio": round(per_theirs / per_ours, 1),
-        "graded": len(results),
+        "graded": len(results), "bertlab_exit_code": exit_code,
         # Speed is part of the score: a copy of the solutions losing points would mean unfair timing.
         "solution_copies_with_full_marks": "%d of %d" % (
             sum(results[s]["score"] == results[s]["max_score"] for s in solution_copies(cohort)),

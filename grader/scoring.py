@@ -32,6 +32,7 @@ points are collected once (``max_points_by_task``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import io
 import os
@@ -83,13 +84,14 @@ _TRACEBACK_LINE = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+')
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.~-])/(?:[\w.@+~-]+/)+[\w.@+~-]*")
 
 
-def _machine_prefixes() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def _machine_prefixes() -> tuple[str, ...]:
     """Folders of this machine that student-facing text must never name: the kit, the Python
     install, the temporary folder, the home folder (longest first, so the most specific one wins)."""
     prefixes = {str(KIT_ROOT), sys.prefix, sys.base_prefix, sys.exec_prefix, tempfile.gettempdir(),
                 os.path.expanduser("~"), *site.getsitepackages()}
     prefixes.update(os.path.realpath(p) for p in list(prefixes))
-    return sorted((p for p in prefixes if p and p != "/"), key=len, reverse=True)
+    return tuple(sorted((p for p in prefixes if p and p != "/"), key=len, reverse=True))
 
 
 def scrub(text: str) -> str:
@@ -113,8 +115,9 @@ def scrub(text: str) -> str:
         else:
             skip_source_line = False
         line = _ABSOLUTE_PATH.sub("<path>", line)
-        for prefix in _machine_prefixes():  # what the pattern cannot see: "/tmp" alone, a path with spaces
-            line = line.replace(prefix, "<path>")
+        if "/" in line:
+            for prefix in _machine_prefixes():  # what the pattern cannot see: "/tmp" alone, a path with spaces
+                line = line.replace(prefix, "<path>")
         out.append(line)
     return "\n".join(out)
 
