@@ -48,7 +48,8 @@ from bertlab.stubgen import BEGIN, END, EXERCISE_MODULES, expected_exercises
 KIT_ROOT = Path(__file__).resolve().parent.parent
 BUNDLE_MARKER = ".bertlab-bundle.json"
 # Student-facing docs (files or folders under docs/); everything else in docs/ is for instructors.
-STUDENT_DOCS = ("student-guide.md", "self-paced.md", "troubleshooting.md", "architecture.md", "concepts")
+STUDENT_DOCS = ("student-guide.md", "self-paced.md", "troubleshooting.md", "architecture.md", "commands.md",
+                "results-format.md", "concepts")
 # Never copied, wherever they appear.
 JUNK_NAMES = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis", ".benchmarks", ".bertlab",
               ".DS_Store"}
