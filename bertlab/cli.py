@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+from .tasks import EXERCISE_TASKS
+
 KIT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -99,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("check", help="run the public tests against your exercises/, task by task")
-    p.add_argument("--task", choices=["cka", "pooling", "siamese", "retrieval"], help="only this task")
+    p.add_argument("--task", choices=EXERCISE_TASKS, help="only this task")
     p.add_argument("--impl", default="exercises", help=argparse.SUPPRESS)
     p.add_argument("-v", "--verbose", action="store_true", help="show every test, not just the first failure")
     p.set_defaults(func=_cmd_check)

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Mapping
 
-TASK_ORDER = ("cka", "pooling", "siamese", "retrieval")
+from .tasks import EXERCISE_TASKS as TASK_ORDER  # noqa: E402
 PROGRESS_DIR = ".bertlab"
 PROGRESS_FILE = "progress.json"
 HISTORY_LIMIT = 50

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-EXERCISE_MODULES = ("cka", "pooling", "siamese", "retrieval")
+from .tasks import EXERCISE_MODULES  # noqa: E402  (re-exported)
 _DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
 _BANNER = (
     "# Student version of task {task}, generated from the reference by `bertlab build-exercises`.\n"

@@ -90,7 +90,7 @@ def _hint_status(impl, kind: str, task: str, expected_hint: str, tasks: tuple) -
         got = diagnose(impl, task)
         return "ok" if got == expected_hint else ("none" if got is None else "wrong")
     if kind in ("variant", "solutions"):
-        unwanted = [t for t in tasks if t in ("cka", "pooling", "siamese", "retrieval") and diagnose(impl, t)]
+        unwanted = [t for t in tasks if t in CORRECTNESS_TASKS and diagnose(impl, t)]
         return "unwanted:" + ",".join(unwanted) if unwanted else "ok"
     return ""
 

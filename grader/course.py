@@ -58,7 +58,7 @@ from grader.submissions import (  # noqa: F401  (re-exported: the course's one e
 log = logging.getLogger(__name__)
 
 #: The tasks of SPEC.md, in the order the gradebook and the feedback show them.
-TASKS = ("cka", "pooling", "siamese", "retrieval", "performance")
+from bertlab.tasks import GRADED_TASKS as TASKS  # noqa: E402
 OUTCOMES = ("passed", "failed", "error", "timeout")
 
 CONFIG_FILE = "nbgrader_config.py"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 from typing import Optional
 
-EXERCISE_MODULES = ("cka", "pooling", "siamese", "retrieval")
+from bertlab.tasks import EXERCISE_MODULES  # noqa: E402
 # Student exceptions of these types (or their subclasses) are raised here as the same builtin type,
 # so `pytest.raises(ValueError)` works on a remote call. Everything else is a plain StudentError.
 REBUILT_EXCEPTIONS = ("ValueError", "TypeError", "IndexError", "KeyError", "RuntimeError",

@@ -48,7 +48,7 @@ from pathlib import Path
 from grader.failures import GraderFailure, UsageError
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
-TASK_ORDER = ("cka", "pooling", "siamese", "retrieval", "performance")
+from bertlab.tasks import GRADED_TASKS as TASK_ORDER  # noqa: E402
 SUBMISSION_DEADLINE_S = float(os.environ.get("BERTLAB_SUBMISSION_DEADLINE_S", 600))  # whole suite, one student
 SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
 MAX_ATTEMPTS = 2  # a submission whose grader worker dies is tried once more, then reported (not graded)

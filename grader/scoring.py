@@ -52,8 +52,8 @@ TESTS_DIR = KIT_ROOT / "tests"
 HIDDEN_DIR = TESTS_DIR / "hidden"
 SOLUTIONS_DIR = KIT_ROOT / "solutions"
 REFERENCE_DATA = HIDDEN_DIR / "reference_data.py"
-TASKS = ("cka", "pooling", "siamese", "retrieval", "performance")
-CORRECTNESS_TASKS = TASKS[:4]
+from bertlab.tasks import GRADED_TASKS as TASKS  # noqa: E402
+from bertlab.tasks import EXERCISE_TASKS as CORRECTNESS_TASKS  # noqa: E402  (the performance task aside)
 POINTS_PROPERTY = "bertlab_points_fraction"  # set by performance tests that earn part of their points
 MAX_MESSAGE_LINES = 12
 MAX_MESSAGE_CHARS = 1500

@@ -17,7 +17,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-TASKS = ("cka", "pooling", "siamese", "retrieval", "performance")
+from bertlab.tasks import GRADED_TASKS as TASKS  # noqa: E402
 
 
 def pytest_addoption(parser):

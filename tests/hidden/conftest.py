@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-HIDDEN_TASKS = ("cka", "pooling", "siamese", "retrieval", "performance")
+from bertlab.tasks import GRADED_TASKS as HIDDEN_TASKS  # noqa: E402
 _HERE = Path(__file__).resolve().parent
 
 

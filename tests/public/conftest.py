@@ -8,7 +8,7 @@ import pytest
 
 from .checks import not_implemented_message
 
-PUBLIC_TASKS = ("cka", "pooling", "siamese", "retrieval")
+from bertlab.tasks import EXERCISE_TASKS as PUBLIC_TASKS  # noqa: E402
 _HERE = Path(__file__).parent
 
 
