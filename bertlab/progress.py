@@ -18,12 +18,11 @@ last HISTORY_LIMIT runs.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Mapping
 
+from .fileio import atomic_write_text  # noqa: E402
 from .tasks import EXERCISE_TASKS as TASK_ORDER  # noqa: E402
 PROGRESS_DIR = ".bertlab"
 PROGRESS_FILE = "progress.json"
@@ -83,20 +82,8 @@ def record_run(root: Path, results: Mapping[str, Mapping], when: str | None = No
         "tasks": {task: f"{r['status']} {r['passed']}/{r['total']}" for task, r in results.items()},
     })
     progress["history"] = progress["history"][-HISTORY_LIMIT:]
-    _write_atomically(progress_path(root), json.dumps(progress, indent=2) + "\n")
+    atomic_write_text(progress_path(root), json.dumps(progress, indent=2) + "\n")
     return progress
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".progress-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def passed_tasks(progress: Mapping) -> list[str]:

@@ -26,19 +26,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import fcntl
 import json
 import logging
 import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
+from bertlab.fileio import atomic_write_text
 from grader.feedback import build_graded_notebook, build_source_notebook
 from grader.submissions import (  # noqa: F401  (re-exported: the course's one entry point)
     EXERCISE_FILES,
@@ -261,30 +260,12 @@ def check_gradebook(course_dir: str | os.PathLike, db_url: str | None = None) ->
 @contextlib.contextmanager
 def _course_lock(course_dir: Path):
     """One writer at a time per course (SQLite dislikes concurrent writers; files stay consistent)."""
+    from filelock import FileLock
+
     lock_dir = course_dir / ".bertlab"
     lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with open(lock_dir / "gradebook.lock", "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _atomic_write(path: Path, data: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with FileLock(lock_dir / "gradebook.lock"):
+        yield
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -324,13 +305,13 @@ def _write_config(course_dir: Path, db_url: str | None) -> None:
         head += "\n"
     new = head + _config_block(existing_db_line, db_url) + tail
     if new != text:
-        _atomic_write(path, new)
+        atomic_write_text(path, new)
 
 
 def _write_if_changed(path: Path, text: str) -> bool:
     if path.exists() and path.read_text(encoding="utf-8") == text:
         return False
-    _atomic_write(path, text)
+    atomic_write_text(path, text)
     return True
 
 
@@ -489,7 +470,7 @@ def write_results_json(course_dir: str | os.PathLike, result: Mapping) -> Path:
     result = validate_result(result)
     check_results_schema(result)
     path = autograded_dir(course_dir, result["student"], result["assignment"]) / "results.json"
-    _atomic_write(path, json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     return path
 
 
@@ -660,12 +641,12 @@ def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | 
         max_points = _record_in_gradebook(url, result, ts_value)
         dest = autograded_dir(course_dir, student, assignment)
         nb = build_graded_notebook(assignment, max_points, result)
-        _atomic_write(dest / f"{assignment}.ipynb", nbformat.writes(nb) + "\n")
+        atomic_write_text(dest / f"{assignment}.ipynb", nbformat.writes(nb) + "\n")
         if ts_text:
-            _atomic_write(dest / "timestamp.txt", ts_text + "\n")
+            atomic_write_text(dest / "timestamp.txt", ts_text + "\n")
         secret = course_dir / "submitted" / student / assignment / "submission_secret.txt"
         if secret.is_file() and not secret.is_symlink():
-            _atomic_write(dest / "submission_secret.txt", secret.read_text(encoding="utf-8"))
+            atomic_write_text(dest / "submission_secret.txt", secret.read_text(encoding="utf-8"))
         write_results_json(course_dir, result)
     return dest
 
