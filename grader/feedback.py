@@ -8,19 +8,22 @@
   ``nbgrader generate_feedback`` turns it into the student's HTML.
 
 Everything shown comes from the results dict (test names, outcomes, points, the student-visible
-``message`` and ``hint``); every piece of text is HTML-escaped, because messages can quote student output.
+``message`` and ``hint``); the HTML comes from a Jinja2 template with autoescaping on, because messages
+can quote student output.
 No test source is read here.
 """
 
 from __future__ import annotations
 
-import html
+import functools
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 NBGRADER_SCHEMA_VERSION = 3
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_SHOWN_MESSAGE = 4000
 
 _OUTCOME_STYLE = {"passed": "success", "failed": "danger", "error": "danger", "timeout": "warning"}
@@ -77,37 +80,29 @@ def build_source_notebook(assignment: str, max_points: Mapping[str, float]) -> n
     return nb
 
 
+@functools.lru_cache(maxsize=1)
+def _template():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
+    return env.get_template("task_results.html.j2")
+
+
+def _shortened(message: str) -> str:
+    return message[:MAX_SHOWN_MESSAGE] + "\n... (message shortened)" if len(message) > MAX_SHOWN_MESSAGE else message
+
+
 def _task_html(task: str, tests: Sequence[Mapping], score: float, max_score: float) -> str:
-    esc = html.escape
-    n_passed = sum(1 for t in tests if t.get("outcome") == "passed")
-    counted = f"; {n_passed} of {len(tests)} tests passed" if tests else ""
-    lines = [
-        '<div class="bertlab-results">',
-        f"<p><strong>{esc(task)}</strong>: {esc(_fmt(score))} / {esc(_fmt(max_score))} points{counted}.</p>",
-    ]
-    if not tests:
-        lines.append("<p>No test of this task ran for your submission.</p>")
-    else:
-        lines.append('<table class="table table-condensed table-bordered">')
-        lines.append("<thead><tr><th>test</th><th>outcome</th><th>points</th><th>message</th></tr></thead><tbody>")
-        for t in tests:
-            outcome = str(t.get("outcome", ""))
-            message = str(t.get("message") or "")
-            if len(message) > MAX_SHOWN_MESSAGE:
-                message = message[:MAX_SHOWN_MESSAGE] + "\n... (message shortened)"
-            hint = str(t.get("hint") or "")
-            cell = f'<pre style="white-space: pre-wrap; margin: 0;">{esc(message)}</pre>' if message else ""
-            if hint:
-                cell += f"<p><strong>Hint:</strong> {esc(hint)}</p>"
-            lines.append(
-                f'<tr class="{_OUTCOME_STYLE.get(outcome, "")}">'
-                f"<td><code>{esc(str(t.get('name', '')))}</code></td>"
-                f"<td>{esc(_OUTCOME_WORD.get(outcome, outcome))}</td>"
-                f"<td>{esc(_fmt(t.get('points', 0.0)))} / {esc(_fmt(t.get('max_points', 0.0)))}</td>"
-                f"<td>{cell}</td></tr>")
-        lines.append("</tbody></table>")
-    lines.append("</div>")
-    return "\n".join(lines)
+    """One task's table for the feedback page (grader/templates/task_results.html.j2, autoescaped)."""
+    rows = [{"name": str(t.get("name", "")),
+             "outcome": _OUTCOME_WORD.get(str(t.get("outcome", "")), str(t.get("outcome", ""))),
+             "style": _OUTCOME_STYLE.get(str(t.get("outcome", "")), ""),
+             "points": _fmt(t.get("points", 0.0)), "max_points": _fmt(t.get("max_points", 0.0)),
+             "message": _shortened(str(t.get("message") or "")), "hint": str(t.get("hint") or "")}
+            for t in tests]
+    return _template().render(task=task, tests=rows, score=_fmt(score), max_score=_fmt(max_score),
+                              n_passed=sum(1 for t in tests if t.get("outcome") == "passed"))
 
 
 def _task_text(task: str, tests: Sequence[Mapping], score: float, max_score: float) -> str:
@@ -118,8 +113,7 @@ def _task_text(task: str, tests: Sequence[Mapping], score: float, max_score: flo
                    f"{_fmt(t.get('points', 0.0))}/{_fmt(t.get('max_points', 0.0))}")
         message = str(t.get("message") or "")
         if message:
-            if len(message) > MAX_SHOWN_MESSAGE:
-                message = message[:MAX_SHOWN_MESSAGE] + "\n... (message shortened)"
+            message = _shortened(message)
             out.extend("      " + line for line in message.splitlines())
         if t.get("hint"):
             out.append(f"      hint: {t['hint']}")
