@@ -1,7 +1,7 @@
 """Which code is under test: the reference solutions, the student's exercises, or a directory.
 
 An Implementation has one attribute per exercise module (``cka``, ``pooling``, ``siamese``,
-``retrieval``), each exposing the SPEC.md names. Tests only ever see this object, so the same test
+``retrieval``), each exposing the names its exercise defines (bertlab/tasks.py). Tests only ever see this object, so the same test
 runs against any of them (and, when grading, against a sandboxed proxy with the same attributes).
 
 In-process loading runs the code in this process: fine for the kit's own solutions and for a

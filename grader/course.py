@@ -1,8 +1,8 @@
 """bertlab's nbgrader course: set-up, the gradebook, results files, export and feedback.
 
-An nbgrader course directory drives grading (DESIGN.md decision 5). ``bertlab grade`` replaces only
+An nbgrader course directory drives grading (docs/architecture.md). ``bertlab grade`` replaces only
 ``nbgrader autograde``: the hidden suites run in the sandbox, and each submission's results dict
-(SPEC.md, results.json) is recorded here into nbgrader's own gradebook and ``autograded/`` folder, so
+(results.json, docs/results-format.md) is recorded here into nbgrader's own gradebook and ``autograded/`` folder, so
 ``nbgrader export`` and ``nbgrader generate_feedback`` work unchanged.
 
 Layout (nbgrader's, plus two bertlab files)::
@@ -56,12 +56,13 @@ from grader.submissions import (  # noqa: F401  (re-exported: the course's one e
 
 log = logging.getLogger(__name__)
 
-#: The tasks of SPEC.md, in the order the gradebook and the feedback show them.
+#: The graded tasks, in the order the gradebook and the feedback show them.
 from bertlab.tasks import GRADED_TASKS as TASKS  # noqa: E402
 OUTCOMES = ("passed", "failed", "error", "timeout")
 
 CONFIG_FILE = "nbgrader_config.py"
-_BEGIN = "# --- bertlab: begin (managed by bertlab init_course; edit outside this block) ---"
+_BEGIN = "# --- bertlab: begin (managed by `bertlab grade`; edit outside this block) ---"
+_OLD_BEGINS = ("# --- bertlab: begin (managed by bertlab init_course; edit outside this block) ---",)
 _END = "# --- bertlab: end ---"
 _EPS = 1e-6
 #: nbgrader's Gradebook default; the course id written when the config sets none.
@@ -291,7 +292,10 @@ def _config_block(existing_db_line: str | None, db_url: str | None) -> str:
 
 def _write_config(course_dir: Path, db_url: str | None) -> None:
     path = course_dir / CONFIG_FILE
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    original = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = original
+    for old_begin in _OLD_BEGINS:  # a course set up by an earlier kit: its block is replaced in place
+        text = text.replace(old_begin, _BEGIN)
     head, tail, old_block = text, "", ""
     if _BEGIN in text and _END in text:
         head, rest = text.split(_BEGIN, 1)
@@ -304,7 +308,7 @@ def _write_config(course_dir: Path, db_url: str | None) -> None:
     elif not head.endswith("\n"):
         head += "\n"
     new = head + _config_block(existing_db_line, db_url) + tail
-    if new != text:
+    if new != original:
         atomic_write_text(path, new)
 
 
@@ -395,7 +399,7 @@ def error_result(student: str, assignment: str, message: str, max_points: Mappin
 
 
 def validate_result(result: Mapping) -> dict:
-    """Check a results dict against SPEC.md; return a clean copy (floats, known keys, ``score`` = the sum
+    """Check a results dict against docs/results-format.md; return a clean copy (floats, known keys, ``score`` = the sum
     of the tests' points). Raises ValueError for an unknown task or outcome, points outside
     [0, max_points], or a student / assignment that cannot be an nbgrader id."""
     if not isinstance(result, Mapping):

@@ -1,4 +1,4 @@
-"""Scoring a submission: run the hidden suites in process and build its results dict (SPEC.md).
+"""Scoring a submission: run the hidden suites in process and build its results dict (docs/results-format.md).
 
 ``run_hidden_suite(impl, student=...)`` runs ``pytest tests/hidden`` in THIS process (pytest.main with
 a plugin object) with ``config.bertlab_impl = impl``: the conftest's ``impl`` fixture returns it, so
@@ -331,7 +331,7 @@ def _pytest_args(tasks: Optional[Iterable[str]], extra: Sequence[str], collect_o
 def one_torch_thread():
     """Run with one torch thread, then restore the caller's setting.
 
-    The sandboxed worker runs the submission on one thread (DESIGN.md decision 4); the reference is
+    The sandboxed worker runs the submission on one thread (docs/architecture.md); the reference is
     timed on one thread too, so the performance task compares like with like. On shared cores one
     thread is also much faster than two fighting over them (measured here: the hidden suites took
     30 s instead of 100 s on two cores loaded by other jobs).

@@ -1,4 +1,4 @@
-"""Shipped and packaged data: the sizes the lesson and DESIGN.md promise."""
+"""Shipped and packaged data: the sizes the lesson and the README promise."""
 
 import pytest
 

@@ -205,3 +205,20 @@ def test_links_between_docs_resolve():
             if not (path.parent / target.split("#")[0]).exists():
                 broken.append(f"{path.relative_to(KIT_ROOT)} -> {target}")
     assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+def test_nothing_refers_to_files_outside_the_repo():
+    """The contract lives in docs/: no tracked file names the design notes the kit was started from."""
+    import subprocess
+
+    outside = ["SPEC" + ".md", "DESIGN" + ".md", "../" + "shared/"]
+    tracked = subprocess.run(["git", "ls-files"], cwd=KIT_ROOT, capture_output=True, text=True, check=True)
+    hits = []
+    for name in tracked.stdout.splitlines():
+        path = KIT_ROOT / name
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        hits += [f"{name}: {word}" for word in outside if word in text]
+    assert not hits, f"references to files outside the repo: {hits}"

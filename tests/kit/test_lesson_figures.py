@@ -1,4 +1,4 @@
-"""Acceptance: the solutions on the packaged MiniLM reproduce the reference figures of DESIGN.md."""
+"""Acceptance: the solutions on the packaged MiniLM reproduce the reference figures of the README."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch
 from bertlab.headline import lesson_figures, off_diagonal
 from bertlab.implementations import load_implementation
 
-LESSON_SBERT_COSINES = [0.585, 0.804, 0.547, 0.389, 0.403, 0.436, 0.389, 0.102]  # DESIGN.md / the lesson
+LESSON_SBERT_COSINES = [0.585, 0.804, 0.547, 0.389, 0.403, 0.436, 0.389, 0.102]  # the lesson's figures (README)
 
 
 @pytest.fixture(scope="module")

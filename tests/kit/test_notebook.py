@@ -3,7 +3,7 @@ top to bottom (nbclient, a real kernel) against the solutions and against the un
 
 Both runs use BERTLAB_FAST=1 (the two training runs shrink to seconds) and a private cache directory
 (the small masked-LM of the fast recipe is trained by the first run and reused by the second).
-The figures checked are DESIGN.md's reference figures for all-MiniLM-L6-v2.
+The figures checked are the README's reference figures for all-MiniLM-L6-v2.
 """
 
 from __future__ import annotations
