@@ -264,6 +264,7 @@ class RunSummary:
     regraded: list[str] = field(default_factory=list)      # graded again: files changed, or asked for
     unchanged: list[str] = field(default_factory=list)     # graded before, files the same: skipped
     not_graded: dict[str, str] = field(default_factory=dict)  # student -> grader failure cause
+    stale: set[str] = field(default_factory=set)            # not graded now, an earlier result still stands
     layout: list = field(default_factory=list)              # grader.submissions.LayoutProblem
     stopped: str | None = None                              # the whole run stopped: why
 
@@ -285,10 +286,13 @@ class RunSummary:
                          f"{names(self.regraded)}")
         lines.append(f"  unchanged since last grading (skipped): {len(self.unchanged)}")
         lines.append(f"  not graded because of the grader: {len(self.not_graded)}"
-                     + (" (no grade, results.json or feedback written; the next run grades them)"
+                     + (" (no grade, results.json or feedback written for this run; the next run grades them)"
                         if self.not_graded else ""))
         for student, cause in sorted(self.not_graded.items()):
-            lines.append(f"    {student}: {cause.strip().splitlines()[0] if cause.strip() else cause}")
+            first = cause.strip().splitlines()[0] if cause.strip() else cause
+            if student in self.stale:
+                first += " [their earlier result, for files that have since changed, stands until then]"
+            lines.append(f"    {student}: {first}")
         if self.layout:
             lines.append(f"  folders under submitted/ holding no submission (not graded): {len(self.layout)}")
             for problem in self.layout:
@@ -428,6 +432,7 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
         stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
     elapsed = time.monotonic() - start
     summary.regraded = [s for s in summary.regraded if s in summary.graded]
+    summary.stale = {s for s in summary.not_graded if s in finished}
 
     results = nbcourse.load_results(course, assignment)
     if summary.stopped and not quiet:

@@ -216,6 +216,7 @@ def test_a_cohort_through_broken_and_working_sandboxes(tmp_path):
     out = second.stdout + second.stderr
     assert "not graded because of the grader: 2" in out
     assert "    s1: " in out and "    s3: " in out and "Traceback" not in out
+    assert "earlier result, for files that have since changed, stands" in out, "s1's old grade is still shown"
 
     refused = _bertlab("grade", str(course), env=_broken_bwrap(tmp_path / "broken-all", fail_for=""))
     assert refused.returncode == 1 and "bubblewrap" in refused.stderr and "--unsafe-no-sandbox" in refused.stderr
