@@ -135,7 +135,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--assignment", default="week7")
     p.add_argument("--db-url", default=None, help="gradebook SQLAlchemy URL (default: the course's nbgrader config)")
     p.add_argument("--no-preflight", action="store_true", help="skip grading the reference in the sandbox (~20 s)")
-    p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("audit", help="grade the mutant bank and the correct variants with the hidden suites")
@@ -151,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--impl", default="solutions", help="'solutions', 'exercises' or a directory")
     p.add_argument("--quick", action="store_true", help="skip the STS benchmark (about 10 s)")
     p.set_defaults(func=_cmd_lesson)
+    for command in sub.choices.values():  # every command: one line per error, --debug for the traceback
+        if not any("--debug" in action.option_strings for action in command._actions):
+            command.add_argument("--debug", action="store_true", help="show Python tracebacks of errors")
     return parser
 
 
