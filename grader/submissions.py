@@ -324,7 +324,7 @@ def _names(paths, limit: int = 5) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _describe_other_content(folder: Path, assignment: str) -> str:
+def _describe_other_content(folder: Path) -> str:
     """What a folder without exercise files or zips holds, in a few words."""
     entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
     if not entries:
@@ -338,7 +338,7 @@ def _describe_other_content(folder: Path, assignment: str) -> str:
     return f"only {_names(entries)}"
 
 
-def _layout_problem(course_dir: Path, student_dir: Path, assignment: str) -> LayoutProblem | None:
+def _layout_problem(student_dir: Path, assignment: str) -> LayoutProblem:
     """Why ``student_dir`` (which has no ``<assignment>/`` folder or zip) holds no submission."""
     rel = f"submitted/{student_dir.name}"
     expected = (f"{rel}/{assignment}/ holding {', '.join(EXERCISE_FILES)} (or one .zip of them)")
@@ -349,7 +349,7 @@ def _layout_problem(course_dir: Path, student_dir: Path, assignment: str) -> Lay
     folders = [p for p in entries if p.is_dir()]
     if folders:
         return LayoutProblem(rel, f"folder(s) {_names(folders)} but no {assignment}/", expected)
-    return LayoutProblem(rel, _describe_other_content(student_dir, assignment), expected)
+    return LayoutProblem(rel, _describe_other_content(student_dir), expected)
 
 
 def scan_submitted(course_dir: str | os.PathLike, assignment: str) -> tuple[list[Submission], list[LayoutProblem]]:
@@ -394,7 +394,7 @@ def scan_submitted(course_dir: str | os.PathLike, assignment: str) -> tuple[list
                 out.append(Submission(student, folder))
             elif not zips:
                 rel = f"submitted/{student}/{assignment}"
-                problems.append(LayoutProblem(rel, _describe_other_content(folder, assignment),
+                problems.append(LayoutProblem(rel, _describe_other_content(folder),
                                               f"{rel}/ holding {', '.join(EXERCISE_FILES)} (or one .zip of them)"))
             elif len(zips) > 1:
                 names = ", ".join(p.name for p in zips)
@@ -406,7 +406,7 @@ def scan_submitted(course_dir: str | os.PathLike, assignment: str) -> tuple[list
         elif os.path.lexists(top_zip):
             out.append(_from_zip(course_dir, assignment, student, top_zip))
         else:
-            problems.append(_layout_problem(course_dir, student_dir, assignment))
+            problems.append(_layout_problem(student_dir, assignment))
     return out, problems
 
 
