@@ -28,21 +28,21 @@ import nbformat
 KIT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(KIT_ROOT))
 
-from bertlab.stubgen import EXERCISE_MODULES, strip_fences  # noqa: E402
+from grader.preflight import reference_sources  # noqa: E402
 
 ASSIGNMENT = "week7"
 
 
 def solution_copies(cohort: dict[str, dict[str, str]]) -> list[str]:
     """The students of ``cohort`` whose files are exactly the solutions (they must get full marks)."""
-    solution = {f"{m}.py": strip_fences((KIT_ROOT / "solutions" / f"{m}.py").read_text()) for m in EXERCISE_MODULES}
+    solution = reference_sources()
     return [student for student, files in cohort.items() if files == solution]
 
 
 def build_cohort(n: int, seed: int = 0) -> dict[str, dict[str, str]]:
     """student -> {filename: source}: about 60% solution copies, 30% mutants, 10% broken."""
     rng = random.Random(seed)
-    solution = {f"{m}.py": strip_fences((KIT_ROOT / "solutions" / f"{m}.py").read_text()) for m in EXERCISE_MODULES}
+    solution = reference_sources()
     from grader.mutants import load_bank
 
     mutants = [e.path / e.file for e in load_bank(kinds=("mutant",))]  # each mutant's one changed file
@@ -161,6 +161,7 @@ def main(argv=None) -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     per_ours, per_theirs = ours / args.n, theirs / max(args.baseline_n, 1)
+    copies = solution_copies(cohort)
     report = {
         "submissions": args.n, "workers": args.workers,
         "bertlab_seconds": round(ours, 1), "bertlab_seconds_per_submission": round(per_ours, 3),
@@ -171,8 +172,7 @@ def main(argv=None) -> int:
         "graded": len(results), "bertlab_exit_code": exit_code,
         # Speed is part of the score: a copy of the solutions losing points would mean unfair timing.
         "solution_copies_with_full_marks": "%d of %d" % (
-            sum(results[s]["score"] == results[s]["max_score"] for s in solution_copies(cohort)),
-            len(solution_copies(cohort))),
+            sum(results[s]["score"] == results[s]["max_score"] for s in copies), len(copies)),
         # The baseline grades per task, all or nothing; on full-marks submissions both must agree.
         "full_marks_bertlab_on_baseline_sample": sum(results[s]["score"] == results[s]["max_score"] for s in baseline_cohort),
         "full_marks_nbgrader_on_baseline_sample": sum(

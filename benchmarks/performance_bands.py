@@ -20,7 +20,7 @@ sys.path.insert(0, str(KIT_ROOT))
 def main(argv: list[str]) -> int:
     import torch
 
-    from bertlab.stubgen import EXERCISE_MODULES, strip_fences
+    from grader.preflight import reference_sources
     from grader.course import read_submission_sources
     from grader.mutants import load_bank
     from grader.sandbox import Sandbox
@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
 
     runs = int(argv[0]) if argv else 5
     torch.set_num_threads(1)
-    solution = {f"{m}.py": strip_fences((KIT_ROOT / "solutions" / f"{m}.py").read_text()) for m in EXERCISE_MODULES}
+    solution = reference_sources()
     entries = [("solutions", solution)] + [(e.name, read_submission_sources(e.path)) for e in load_bank(kinds=("variant",))]
     sandbox = Sandbox(kit_root=KIT_ROOT)
     try:

@@ -21,14 +21,14 @@ sys.path.insert(0, str(KIT_ROOT))
 def main() -> int:
     import torch
 
-    from bertlab.stubgen import EXERCISE_MODULES, strip_fences
     from grader.course import read_submission_sources
     from grader.mutants import load_bank
+    from grader.preflight import reference_sources
     from grader.sandbox import Sandbox
     from grader.scoring import run_hidden_suite, warm_up
 
     torch.set_num_threads(1)  # as a grader worker
-    solution = {f"{m}.py": strip_fences((KIT_ROOT / "solutions" / f"{m}.py").read_text()) for m in EXERCISE_MODULES}
+    solution = reference_sources()
     broken = dict(solution, **{"siamese.py": "def oops(:\n    pass\n"})
     entries = ([("solutions", solution)] + [(e.name, read_submission_sources(e.path)) for e in load_bank(kinds=("mutant",))]
                + [("syntax error in siamese.py", broken)])

@@ -175,36 +175,29 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - one clear line per error; --debug for the traceback
-        code, text = _error_line(exc)
+        code, text, known = _error_line(exc)
         if debug:
             import traceback
 
             traceback.print_exc()
         print(f"bertlab {args.command}: {text}", file=sys.stderr)
-        if code == 1 and not debug and not _is_known(exc):
+        if not known and not debug:
             print("  (an internal error: rerun with --debug for the traceback)", file=sys.stderr)
         return code
 
 
-def _is_known(exc: BaseException) -> bool:
-    try:
-        from grader.failures import GraderFailure, UsageError
-    except ImportError:
-        return False
-    return isinstance(exc, (GraderFailure, UsageError))
-
-
-def _error_line(exc: BaseException) -> tuple[int, str]:
-    """(exit code, message) for an error that ended a command."""
+def _error_line(exc: BaseException) -> tuple[int, str, bool]:
+    """(exit code, message, whether it is an error the kit reports on purpose) for an error that
+    ended a command: UsageError exits 2, GraderFailure 1, anything else is an internal error (1)."""
     try:
         from grader.failures import GraderFailure, UsageError
     except ImportError:  # the student bundle: no grader
-        return 1, f"{type(exc).__name__}: {exc}"
+        return 1, f"{type(exc).__name__}: {exc}", False
     if isinstance(exc, UsageError):
-        return 2, str(exc)
+        return 2, str(exc), True
     if isinstance(exc, GraderFailure):
-        return 1, str(exc)
-    return 1, f"{type(exc).__name__}: {exc}"
+        return 1, str(exc), True
+    return 1, f"{type(exc).__name__}: {exc}", False
 
 
 if __name__ == "__main__":

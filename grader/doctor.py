@@ -36,9 +36,9 @@ def _check_model() -> tuple[str, str]:
 
 def _check_course(course: Path, assignment: str, db_url: Optional[str]) -> tuple[str, str]:
     from grader.course import scan_submitted
-    from grader.runner import _check_course as check
+    from grader.runner import check_course
 
-    check(course, assignment, db_url)
+    check_course(course, assignment, db_url)
     submissions, layout = scan_submitted(course, assignment)
     text = f"{course}: {len(submissions)} submission(s) of {assignment}"
     if layout:
@@ -55,10 +55,10 @@ def _check_gradebook(course: Path, db_url: Optional[str]) -> tuple[str, str]:
 
 def _check_preflight() -> tuple[str, str]:
     from grader.preflight import run_preflight
-    from grader.runner import _open_sandbox
+    from grader.runner import open_sandbox
 
     start = time.monotonic()
-    sandbox = _open_sandbox([], None, False)
+    sandbox = open_sandbox([], None, False)
     try:
         problem = run_preflight(sandbox)
     finally:

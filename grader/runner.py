@@ -74,7 +74,7 @@ def grade_sources(sandbox, sources: dict, student: str, assignment: str, **suite
     return result
 
 
-def _open_sandbox(hide: list[str], uid: int | None, unsafe_no_sandbox: bool):
+def open_sandbox(hide: list[str], uid: int | None, unsafe_no_sandbox: bool):
     """A Sandbox that isolates with bubblewrap, or refuses (SandboxUnavailable) unless the instructor
     asked for --unsafe-no-sandbox by name."""
     from grader.sandbox import Sandbox
@@ -102,7 +102,7 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
     torch.set_num_threads(1)  # one core per worker: N workers share the machine without oversubscribing
     sandbox = None
     try:
-        sandbox = _open_sandbox(hide, SANDBOX_UID_BASE + slot, unsafe_no_sandbox)
+        sandbox = open_sandbox(hide, SANDBOX_UID_BASE + slot, unsafe_no_sandbox)
         warm_up()  # already done in the fork server (grader/worker_preload.py); with spawn, done here
         problem = run_preflight(sandbox, assignment)
     except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
@@ -300,7 +300,7 @@ class RunSummary:
         return "\n".join(lines)
 
 
-def _check_course(course: Path, assignment: str, db_url: str | None):
+def check_course(course: Path, assignment: str, db_url: str | None):
     """Everything that can be checked before anything is written: the course folder, the assignment
     name, submitted/, the gradebook. Raises UsageError (one line) and changes nothing."""
     from grader import course as nbcourse
@@ -356,7 +356,7 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     from grader.scoring import max_points_by_task
 
     course = Path(course).resolve()
-    _check_course(course, assignment, db_url)
+    check_course(course, assignment, db_url)
     start = time.monotonic()
     submissions, layout = nbcourse.scan_submitted(course, assignment)
     summary = RunSummary(layout=layout)
@@ -374,8 +374,6 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
                 and before.get("submission_digest") == digests[s.student]:
             summary.unchanged.append(s.student)
             continue
-        if before is not None:
-            summary.regraded.append(s.student)
         (refused if s.error else todo).append(s)
     workers = max(1, min(workers or default_workers(), len(todo))) if todo else 0
     hide = _hidden_paths(course, db_url)
@@ -431,7 +429,8 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     finally:
         stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
     elapsed = time.monotonic() - start
-    summary.regraded = [s for s in summary.regraded if s in summary.graded]
+    # Graded before: the regraded ones, and (not graded now) those whose older result still stands.
+    summary.regraded = [s for s in summary.graded if s in finished]
     summary.stale = {s for s in summary.not_graded if s in finished}
 
     results = nbcourse.load_results(course, assignment)
@@ -525,7 +524,7 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
     if not sources:
         raise UsageError(f"{submission} holds none of cka.py, pooling.py, siamese.py, retrieval.py")
     _check_sandbox(unsafe_no_sandbox)
-    sandbox = _open_sandbox([str(submission.parent)], None, unsafe_no_sandbox)
+    sandbox = open_sandbox([str(submission.parent)], None, unsafe_no_sandbox)
     try:
         problem = run_preflight(sandbox, assignment)
         if problem is not None:

@@ -157,26 +157,20 @@ def error_message(exc: BaseException, when: str) -> str:
     return _cap(f"Your code raised {name}: {exc}")
 
 
-def _raised_by_checks(excinfo) -> bool:
-    """True when an AssertionError was raised by the hidden tests or the grader (a failed check),
-    not by the code under test (a student's own assert is an error of their code)."""
-    tb = excinfo.tb
-    last = None
-    while tb is not None:
-        last = tb.tb_frame.f_code.co_filename
-        tb = tb.tb_next
-    if last is None:
-        return False
-    path = Path(last).resolve()
-    return HIDDEN_DIR in path.parents or path.parent == Path(__file__).resolve().parent
-
-
 def _innermost_file(excinfo) -> Optional[Path]:
+    """The file of the frame that raised (the last frame of the traceback), resolved."""
     tb, last = excinfo.tb, None
     while tb is not None:
         last = tb.tb_frame.f_code.co_filename
         tb = tb.tb_next
     return Path(last).resolve() if last else None
+
+
+def _raised_by_checks(excinfo) -> bool:
+    """True when an AssertionError was raised by the hidden tests or the grader (a failed check),
+    not by the code under test (a student's own assert is an error of their code)."""
+    path = _innermost_file(excinfo)
+    return path is not None and (HIDDEN_DIR in path.parents or path.parent == Path(__file__).resolve().parent)
 
 
 def grader_failure_cause(excinfo, when: str) -> Optional[str]:
@@ -196,11 +190,9 @@ def grader_failure_cause(excinfo, when: str) -> Optional[str]:
         return None
     if hasattr(exc, "type_name"):  # a StudentError: raised by (or because of) the submission
         return None
-    try:
-        from grader.rpc import EncodeError
-    except ImportError:  # pragma: no cover - the grader package is always there when grading
-        EncodeError = ()  # type: ignore[assignment]  # noqa: N806
-    if EncodeError and isinstance(exc, EncodeError):
+    from grader.rpc import EncodeError
+
+    if isinstance(exc, EncodeError):
         return f"a hidden test sent the sandbox something it cannot carry ({exc})"
     where = _innermost_file(excinfo)
     if where is not None and (SOLUTIONS_DIR in where.parents or where == REFERENCE_DATA):
