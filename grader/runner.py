@@ -274,6 +274,7 @@ class RunSummary:
 
     def format(self) -> str:
         def names(students: list[str], limit: int = 12) -> str:
+            students = sorted(students)
             shown = ", ".join(students[:limit])
             return shown + (f" and {len(students) - limit} more" if len(students) > limit else "")
 
