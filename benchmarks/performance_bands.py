@@ -20,11 +20,11 @@ sys.path.insert(0, str(KIT_ROOT))
 def main(argv: list[str]) -> int:
     import torch
 
-    from grader.preflight import reference_sources
-    from grader.course import read_submission_sources
-    from grader.mutants import load_bank
-    from grader.sandbox import Sandbox
-    from grader.scoring import run_hidden_suite, warm_up
+    from bertlab_grader.kit import reference_sources
+    from bertlab_grader.course import read_submission_sources
+    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.sandbox import Sandbox
+    from bertlab_grader.scoring import run_hidden_suite, warm_up
 
     runs = int(argv[0]) if argv else 5
     torch.set_num_threads(1)

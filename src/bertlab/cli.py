@@ -1,0 +1,104 @@
+"""The `bertlab` command: argument parsing and dispatch only; each command lives in its own module.
+
+The student commands (check, lesson) are defined here. Other packages add commands through the
+``bertlab.commands`` entry-point group: each entry point names a function ``register(subparsers)``
+that adds its sub-commands. The instructor kit (bertlab_grader) adds the grading commands this way,
+so the student bundle, which does not contain it, shows only the student commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from .tasks import EXERCISE_TASKS
+
+COMMANDS_GROUP = "bertlab.commands"
+DESCRIPTION = ("bertlab: the week-7 transfer-learning exercises (CKA, pooling, Sentence-BERT, semantic search). "
+               "Write your code in exercises/, then run `bertlab check` to see what passes and what to do next.")
+
+
+def _cmd_check(args) -> int:
+    from .check import run_check
+
+    return run_check(task=args.task, impl=args.impl, verbose=args.verbose,
+                     directory=Path(args.dir) if args.dir else None)
+
+
+def _cmd_lesson(args) -> int:
+    from .headline import format_figures, lesson_figures
+    from .implementations import load_directory, load_implementation
+    from .workspace import find_workspace
+
+    if args.reference:
+        impl = load_implementation("reference")
+    else:
+        impl = load_directory(find_workspace(Path(args.dir) if args.dir else None).exercises)
+    print(format_figures(lesson_figures(impl, full=not args.quick)))
+    return 0
+
+
+def add_student_commands(sub) -> None:
+    p = sub.add_parser("check", help="run the public tests on your exercises, task by task, and say what to do next")
+    p.add_argument("--task", choices=EXERCISE_TASKS, help="only this task")
+    p.add_argument("--dir", metavar="DIR", help="your exercises folder (default: found from the working directory)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show every test, not just the first failure")
+    p.add_argument("--impl", default="exercises", help=argparse.SUPPRESS)  # the kit's own tests: 'reference'
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("lesson", help="compute the lesson's headline figures with your code")
+    p.add_argument("--dir", metavar="DIR", help="your exercises folder (default: found from the working directory)")
+    p.add_argument("--reference", action="store_true", help="use the reference solutions (instructor kit only)")
+    p.add_argument("--quick", action="store_true", help="skip the STS benchmark (about 10 s)")
+    p.set_defaults(func=_cmd_lesson)
+
+
+def _plugin_registrations():
+    """The ``register`` functions of installed command plugins, in name order."""
+    return [ep.load() for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bertlab", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_student_commands(sub)
+    for register in _plugin_registrations():
+        register(sub)
+    for command in sub.choices.values():  # every command: one line per error, --debug for the traceback
+        if not any("--debug" in action.option_strings for action in command._actions):
+            command.add_argument("--debug", action="store_true", help="show Python tracebacks of errors")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command. Exit codes: 0 done; 1 a failure the command explains (for `check`: a task
+    does not pass yet); 2 a usage or layout error (nothing changed). See docs/commands.md."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one clear line per error; --debug for the traceback
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        code = getattr(exc, "exit_code", None)
+        if isinstance(code, int):  # a ReportedError: the kit's own message says what to do
+            print(f"bertlab {args.command}: {exc}", file=sys.stderr)
+            return code
+        print(f"bertlab {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if not debug:
+            print("  (an internal error: rerun with --debug for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,402 @@
+"""Public tests of task retrieval: semantic_search and SemanticIndex.
+
+Oracle: the full [Q, N] cosine matrix in float64 and a stable descending sort, which is the
+definition of the answer (best first, equal scores by ascending corpus index). semantic_search must
+get the same answer without holding the whole matrix, so the corpus sizes here sit on both sides of
+the block sizes people pick (1, 2, k-1, k, k+1, 1001, 4099, ...), and one case needs several query
+blocks of the reference (Q * N > 2**24 scores).
+
+Two kinds of data:
+- small-integer vectors with axis-aligned queries: every cosine is c_j / |c|, computed exactly enough
+  that equal cosines are bit-identical in any implementation, so indices can be compared exactly,
+  ties included;
+- Gaussian vectors: scores compared with a tolerance, indices checked for consistency (each returned
+  index has the returned score), since near-ties may legitimately swap.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bertlab.checks import check_close, check_tensor, close_to, expect_value_error, property_settings
+
+pytestmark = pytest.mark.retrieval
+
+
+# ---------------------------------------------------------------------------------------------
+# Oracle and data
+# ---------------------------------------------------------------------------------------------
+
+def cosine_matrix(queries: torch.Tensor, corpus: torch.Tensor) -> torch.Tensor:
+    """[Q, N] float64 cosines; a zero vector scores 0 against everything."""
+    q = F.normalize(torch.atleast_2d(queries).to(torch.float64), dim=1)
+    c = F.normalize(corpus.to(torch.float64), dim=1)
+    return q @ c.T
+
+
+def brute_force(queries: torch.Tensor, corpus: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The definition: sort every row of the full cosine matrix, descending, stable (ties by index)."""
+    full = torch.sort(cosine_matrix(queries, corpus), dim=1, descending=True, stable=True)
+    return full.values[:, :k], full.indices[:, :k]
+
+
+def integer_corpus(seed: int, N: int, D: int = 8, n_prototypes: int = 600) -> torch.Tensor:
+    """[N, D] float32 rows drawn (with repeats: exact ties) from integer prototypes with entries in -3..3.
+
+    Against an axis query e_j every cosine is c_j / |c|. Prototypes are kept only if no other prototype
+    reaches the same cosine through different numbers (1/sqrt(2) = 3/sqrt(18) would round differently),
+    so any two scores are either bit-identical in every implementation or clearly apart.
+    No prototype is zero or parallel to an axis (a cosine of exactly 1 is kept for planted rows).
+    """
+    rng = np.random.default_rng(seed)
+    prototypes, cosine_owner = [], {}
+    while len(prototypes) < n_prototypes:
+        row = rng.integers(-3, 4, size=D)
+        squared_norm = int((row**2).sum())
+        if np.count_nonzero(row) < 2:
+            continue
+        # cosine_j = c_j / sqrt(s): identify it exactly by the reduced fraction sign(c_j) c_j^2 / s.
+        # A zero coordinate gives a cosine of exactly 0 everywhere: no rounding, no conflict.
+        claims = {(Fraction(int(c) * abs(int(c)), squared_norm), j): (int(c), squared_norm)
+                  for j, c in enumerate(row) if c != 0}
+        if any(cosine_owner.get(key, owner) != owner for key, owner in claims.items()):
+            continue
+        cosine_owner.update(claims)
+        prototypes.append(row)
+    corpus = np.stack(prototypes)[rng.integers(0, n_prototypes, size=N)]
+    return torch.tensor(corpus, dtype=torch.float32)
+
+
+def axis_queries(Q: int, D: int = 8) -> torch.Tensor:
+    """[Q, D] float32: +-2 e_j in turn, so each cosine is c_j / |c| (exact ties stay exact)."""
+    queries = torch.zeros(Q, D)
+    for i in range(Q):
+        queries[i, (i // 2) % D] = 2.0 if i % 2 == 0 else -2.0
+    return queries
+
+
+def gaussian(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def search(impl, queries, corpus, top_k, what: str):
+    """Call semantic_search; check the pair of tensors, their exact shapes and dtypes, and finiteness."""
+    result = impl.retrieval.semantic_search(queries, corpus, top_k=top_k)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        pytest.fail(f"semantic_search should return (scores, indices); got {type(result).__name__}.", pytrace=False)
+    Q = 1 if queries.dim() == 1 else queries.shape[0]
+    k = min(top_k, corpus.shape[0])
+    shape_hint = f"Q = {Q} queries, k = min(top_k={top_k}, N={corpus.shape[0]}) = {k}."
+    scores = check_tensor(result[0], [Q, k], f"scores for {what}", shape_hint=shape_hint,
+                          finite_hint="Cosines are finite: guard the norms of zero vectors (F.normalize does).")
+    indices = check_tensor(result[1], [Q, k], f"indices for {what}", shape_hint=shape_hint)
+    if indices.dtype.is_floating_point or indices.dtype == torch.bool:
+        pytest.fail(f"indices for {what} have dtype {indices.dtype}; expected an integer dtype (torch.long): "
+                    "they are positions in the corpus.", pytrace=False)
+    if not scores.dtype.is_floating_point:
+        pytest.fail(f"scores for {what} have dtype {scores.dtype}; expected floats (cosines).", pytrace=False)
+    return scores, indices
+
+
+def check_sorted(scores: torch.Tensor, what: str) -> None:
+    if scores.shape[1] > 1 and (scores[:, 1:] > scores[:, :-1]).any():
+        row = int((scores[:, 1:] > scores[:, :-1]).any(dim=1).nonzero()[0])
+        pytest.fail(f"scores for {what} are not sorted descending (row {row}: {scores[row, :6].tolist()}...). "
+                    "Best hit first: did you sort ascending, or merge blocks without re-sorting?", pytrace=False)
+
+
+def explain_index_mismatch(query: torch.Tensor, corpus: torch.Tensor, got: torch.Tensor,
+                           expected_scores: torch.Tensor) -> str:
+    """Why one row's indices differ from the brute force although its scores matched."""
+    own_scores = cosine_matrix(query, corpus)[0, got.long()]
+    if not close_to(own_scores, expected_scores, tol=1e-5):
+        return ("These indices do not have the scores returned beside them: are the indices of a later corpus "
+                "block offset by the block's start position, and does each query block score its own queries?")
+    return ("Right scores, but tied rows in the wrong order or the wrong tied rows kept: equal scores must come in "
+            "ascending corpus index, also at the k-th place. torch.topk promises neither, so re-sort stably "
+            "(torch.sort(..., stable=True)) where scores tie.")
+
+
+def check_exact(impl, queries, corpus, top_k: int, what: str) -> None:
+    """semantic_search equals the brute force exactly in indices (ties included), closely in scores."""
+    scores, indices = search(impl, queries, corpus, top_k, what)
+    expected_scores, expected_indices = brute_force(queries, corpus, min(top_k, corpus.shape[0]))
+    dot_products = torch.atleast_2d(queries).double() @ corpus.double().T
+
+    def diagnose(actual):
+        if close_to(actual, torch.sort(dot_products, dim=1, descending=True).values[:, : actual.shape[1]]):
+            return "These are raw dot products: normalise queries and corpus rows (cosine similarity)."
+        return "Scores must be cosines of the best k corpus rows."
+
+    check_sorted(scores, what)
+    check_close(scores, expected_scores, f"scores for {what}", atol=1e-5, diagnose=diagnose)
+    if not torch.equal(indices.long(), expected_indices):
+        row = int((indices.long() != expected_indices).any(dim=1).nonzero()[0])
+        got, want = indices[row].tolist(), expected_indices[row].tolist()
+        hint = explain_index_mismatch(torch.atleast_2d(queries)[row], corpus, indices[row], expected_scores[row])
+        pytest.fail(f"indices for {what}, row {row}: expected {want}, got {got}. {hint}", pytrace=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# semantic_search
+# ---------------------------------------------------------------------------------------------
+
+def test_lesson_sized_example(impl):
+    corpus = integer_corpus(seed=0, N=6)
+    check_exact(impl, axis_queries(2), corpus, 3, "2 queries over 6 corpus rows, top_k=3")
+
+
+@pytest.mark.parametrize("N", [1, 2, 9, 10, 11, 1001, 4099])
+@pytest.mark.parametrize("Q", [1, 7])
+def test_matches_brute_force_at_block_friendly_and_odd_sizes(impl, N, Q):
+    # k = 10: N = 9, 10, 11 sit around k; 1001 and 4099 cross the block sizes people usually pick.
+    check_exact(impl, axis_queries(Q), integer_corpus(seed=N, N=N), 10, f"Q={Q}, N={N}, top_k=10 (integer data)")
+
+
+@property_settings(max_examples=30)
+@given(seed=st.integers(0, 2**32 - 1), N=st.integers(1, 300), Q=st.integers(1, 6), top_k=st.integers(1, 25),
+       n_prototypes=st.integers(1, 40))
+def test_matches_brute_force_on_random_sizes(impl, seed, N, Q, top_k, n_prototypes):
+    # Few prototypes for many rows: ties everywhere, also at the k-th place.
+    corpus = integer_corpus(seed, N, n_prototypes=n_prototypes)
+    check_exact(impl, axis_queries(Q), corpus, top_k, f"Q={Q}, N={N}, top_k={top_k} ({n_prototypes} distinct rows)")
+
+
+def test_matches_brute_force_over_several_query_blocks(impl):
+    # 2,100 x 8,001 = 16.8 million scores: more than one block of 2**24 for the reference; cheap to
+    # build (8 dimensions) and to check (only 16 distinct queries, so the oracle sorts 16 rows).
+    Q, N = 2100, 8001
+    queries, corpus = axis_queries(Q), integer_corpus(seed=1, N=N)
+    scores, indices = search(impl, queries, corpus, 10, f"Q={Q}, N={N}")
+    check_sorted(scores, f"Q={Q}, N={N}")
+    distinct = axis_queries(16)
+    expected_scores, expected_indices = brute_force(distinct, corpus, 10)
+    row_of = torch.arange(Q) % 16  # axis_queries(Q)[i] == distinct[i % 16]
+    check_close(scores, expected_scores[row_of], f"scores for Q={Q}, N={N}", atol=1e-5)
+    bad = (indices.long() != expected_indices[row_of]).any(dim=1)
+    if bad.any():
+        row = int(bad.nonzero()[0])
+        hint = explain_index_mismatch(queries[row], corpus, indices[row], expected_scores[row_of[row]])
+        pytest.fail(f"indices for Q={Q}, N={N}, query row {row}: expected {expected_indices[row_of[row]].tolist()}, "
+                    f"got {indices[row].tolist()}. {hint}", pytrace=False)
+
+
+def test_ties_straddling_block_boundaries_are_ordered_by_index(impl):
+    # Rows equal to the query direction (cosine exactly 1) sit in pairs at both sides of many sizes a
+    # block could have; all of them tie, so they must come back in ascending index order.
+    N = 70_001
+    corpus = integer_corpus(seed=2, N=N)  # no row of it is parallel to an axis
+    boundaries = [2, 10, 64, 100, 128, 500, 512, 1000, 1024, 4096, 10_000, 16_384, 32_768, 50_000, 65_536, 70_000]
+    planted = sorted({i for b in boundaries for i in (b - 1, b)})
+    corpus[planted] = torch.tensor([3.0, 0, 0, 0, 0, 0, 0, 0])
+    query = torch.tensor([[2.0, 0, 0, 0, 0, 0, 0, 0]])
+    check_exact(impl, query, corpus, len(planted) + 3, f"{len(planted)} tied rows across block boundaries, N={N}")
+
+
+def test_duplicate_corpus_rows_come_back_in_ascending_index_order(impl):
+    a, b, c = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]
+    corpus = torch.tensor([c, a, b, a, c, a, b])  # a at 1, 3, 5; c at 0, 4
+    scores, indices = search(impl, torch.tensor([[3.0, 0.0, 0.0]]), corpus, 5, "a corpus with duplicate rows")
+    expected = [1, 3, 5, 0, 4]
+    if indices[0].tolist() != expected:
+        pytest.fail(f"the query matches rows 1, 3, 5 exactly (cosine 1) and rows 0, 4 at cosine 0.707; expected "
+                    f"indices {expected}, got {indices[0].tolist()}. Equal scores must come in ascending corpus "
+                    "index; torch.topk does not promise that, so sort ties stably.", pytrace=False)
+
+
+@pytest.mark.parametrize("N, Q, D", [(50, 3, 16), (3000, 20, 32)])
+def test_gaussian_vectors_give_the_true_top_k(impl, N, Q, D):
+    queries, corpus = gaussian(N, Q, D) * 3.0, gaussian(N + 1, N, D) + 0.5  # unnormalised on purpose
+    what = f"Gaussian data Q={Q}, N={N}, D={D}"
+    scores, indices = search(impl, queries, corpus, 10, what)
+    check_sorted(scores, what)
+    expected_scores, _ = brute_force(queries, corpus, 10)
+    check_close(scores, expected_scores, f"scores for {what}", atol=1e-5,
+                hint="Scores must be cosines (normalise both sides) of the 10 best rows of the whole corpus.")
+    # Near-ties may swap, so check consistency: distinct indices, each with the score returned for it.
+    full = cosine_matrix(queries, corpus)
+    for row in range(Q):
+        if len(set(indices[row].tolist())) != indices.shape[1]:
+            pytest.fail(f"{what}: row {row} returns a corpus index twice: {indices[row].tolist()}.", pytrace=False)
+    check_close(full.gather(1, indices.long()), scores.double(), f"cosine of the returned indices for {what}",
+                atol=1e-5, hint="Each index must be the corpus row whose cosine is the score beside it: did you "
+                                "forget to add the block's start position to the indices of later blocks?")
+
+
+def test_top_k_larger_than_the_corpus_returns_every_row(impl):
+    check_exact(impl, axis_queries(3), integer_corpus(seed=3, N=4), 10, "top_k=10 over 4 corpus rows")
+
+
+def test_default_top_k_is_10(impl):
+    corpus = integer_corpus(seed=4, N=30)
+    result = impl.retrieval.semantic_search(axis_queries(2), corpus)
+    check_tensor(result[0], [2, 10], "scores with the default top_k", shape_hint="The default is top_k=10.")
+
+
+def test_a_1d_query_is_one_query(impl):
+    corpus = integer_corpus(seed=5, N=20)
+    check_exact(impl, axis_queries(1)[0], corpus, 4, "a single 1-D query [D]")
+
+
+@pytest.mark.parametrize("case", ["D differs", "top_k is 0", "top_k is -1"])
+def test_bad_arguments_raise_value_error(impl, case):
+    corpus = integer_corpus(seed=6, N=12)
+    queries, top_k, why = {
+        "D differs": (torch.ones(2, 7), 3, "queries have D=7 and the corpus D=8"),
+        "top_k is 0": (axis_queries(2), 0, "top_k must be at least 1"),
+        "top_k is -1": (axis_queries(2), -1, "top_k must be at least 1"),
+    }[case]
+    expect_value_error(lambda: impl.retrieval.semantic_search(queries, corpus, top_k=top_k),
+                       f"semantic_search(queries {list(queries.shape)}, corpus {list(corpus.shape)}, top_k={top_k})",
+                       why)
+
+
+def test_zero_vectors_give_finite_scores(impl):
+    corpus = integer_corpus(seed=7, N=6)
+    corpus[2] = 0.0  # an empty document
+    queries = torch.stack([torch.zeros(8), axis_queries(1)[0]])  # an empty query, and a normal one
+    # `search` checks finiteness; the brute force defines a zero vector's cosine as 0.
+    check_exact(impl, queries, corpus, 6, "a zero query and a zero corpus row")
+
+
+# ---------------------------------------------------------------------------------------------
+# SemanticIndex, with a deterministic encoder that counts what it encodes
+# ---------------------------------------------------------------------------------------------
+
+TEXTS = ["good film", "bad plot", "great acting", "slow pacing", "cheap effects", "lovely music", "weak script"]
+
+
+class LetterCounts:
+    """encode(list[str]) -> [n, 26] float32 letter counts (case-insensitive); records every text it sees.
+
+    Called back by SemanticIndex (from the sandbox, when grading); the count lives here, in the test.
+    """
+
+    def __init__(self):
+        self.seen: Counter[str] = Counter()
+
+    def __call__(self, texts):
+        texts = list(texts)
+        self.seen.update(texts)
+        rows = torch.zeros(len(texts), 26)
+        for i, text in enumerate(texts):
+            for ch in text.lower():
+                if "a" <= ch <= "z":
+                    rows[i, ord(ch) - ord("a")] += 1
+        return rows
+
+
+def unpack(hits, what: str):
+    """Each hit as (corpus_id, score, text), with types checked."""
+    out = []
+    for hit in hits:
+        try:
+            corpus_id, score, text = hit
+        except (TypeError, ValueError):
+            pytest.fail(f"{what}: a hit should be a Hit(corpus_id, score, text); got {hit!r}.", pytrace=False)
+        if not isinstance(corpus_id, int) or not isinstance(score, float) or not isinstance(text, str):
+            pytest.fail(f"{what}: Hit fields should be (int, float, str); got ({type(corpus_id).__name__}, "
+                        f"{type(score).__name__}, {type(text).__name__}). Convert with int(...) and float(...).",
+                        pytrace=False)
+        out.append((corpus_id, score, text))
+    return out
+
+
+def build_index(impl, encoder, batches):
+    index = impl.retrieval.SemanticIndex(encoder)
+    for batch in batches:
+        index.add(batch)
+    return index
+
+
+def test_index_length_and_continuous_ids_over_several_adds(impl):
+    encoder = LetterCounts()
+    index = impl.retrieval.SemanticIndex(encoder)
+    if len(index) != 0:
+        pytest.fail(f"a new SemanticIndex should have len 0; got {len(index)}.", pytrace=False)
+    index.add(TEXTS[:3])
+    index.add(TEXTS[3:5])
+    index.add(TEXTS[5:])
+    if len(index) != len(TEXTS):
+        pytest.fail(f"after adding 3 + 2 + 2 texts, len(index) should be {len(TEXTS)}; got {len(index)}.",
+                    pytrace=False)
+    # Upper-case queries embed exactly like their text (cosine 1) but are different strings.
+    results = index.search([t.upper() for t in TEXTS], top_k=1)
+    if len(results) != len(TEXTS):
+        pytest.fail(f"search with {len(TEXTS)} queries should return {len(TEXTS)} lists of hits; got {len(results)}.",
+                    pytrace=False)
+    for position, (text, hits) in enumerate(zip(TEXTS, results)):
+        if len(hits) != 1:
+            pytest.fail(f"search(..., top_k=1) should return exactly one hit per query; got {len(hits)} for "
+                        f"{text.upper()!r}.", pytrace=False)
+        (corpus_id, score, hit_text), = unpack(hits, f"query {text.upper()!r}")
+        if (corpus_id, hit_text) != (position, text) or abs(score - 1.0) > 1e-5:
+            pytest.fail(f"the best hit for {text.upper()!r} should be corpus id {position} ({text!r}, the "
+                        f"{position + 1}th text added, score 1.0); got id {corpus_id} ({hit_text!r}, score {score}). "
+                        "Corpus ids continue across add() calls: the first text of a later add gets id len(index).",
+                        pytrace=False)
+
+
+def test_each_text_is_encoded_once(impl):
+    encoder = LetterCounts()
+    index = build_index(impl, encoder, [TEXTS[:4], TEXTS[4:]])
+    index.search("GOOD FILM", top_k=2)
+    index.search(["BAD PLOT", "WEAK SCRIPT"], top_k=3)
+    again = {text: count for text, count in encoder.seen.items() if text in TEXTS and count != 1}
+    missing = [text for text in TEXTS if encoder.seen[text] == 0]
+    if again or missing:
+        pytest.fail(f"each corpus text must go through encode exactly once (offline indexing); encoded more than once: "
+                    f"{again or 'none'}; never encoded: {missing or 'none'}. Keep the embeddings from add() and reuse "
+                    "them in search(); encode only the queries there.", pytrace=False)
+    if encoder.seen["GOOD FILM"] < 1:
+        pytest.fail("search('GOOD FILM') never passed the string 'GOOD FILM' to encode: encode each query (a single "
+                    "str is one query, not a sequence of characters) with the index's encode function.", pytrace=False)
+
+
+def test_search_takes_one_string_or_a_list(impl):
+    encoder = LetterCounts()
+    index = build_index(impl, encoder, [TEXTS])
+    one = index.search("BAD PLOT", top_k=3)
+    listed = index.search(["BAD PLOT"], top_k=3)
+    if len(one) != 1:
+        pytest.fail(f"search('...') with one string should return a list holding one list of hits; got {len(one)} "
+                    "lists. A str is one query, not a sequence of one-letter queries.", pytrace=False)
+    if unpack(one[0], "search(str)") != unpack(listed[0], "search([str])"):
+        pytest.fail(f"search(str) and search([str]) should give the same hits; got {one[0]} and {listed[0]}.",
+                    pytrace=False)
+
+
+def test_search_hits_are_the_best_cosines_with_their_texts(impl):
+    encoder = LetterCounts()
+    index = build_index(impl, encoder, [TEXTS[:2], TEXTS[2:]])
+    queries = ["BAD MOVIE", "GREAT FILM"]
+    results = index.search(queries, top_k=4)
+    reference = LetterCounts()
+    expected_scores, expected_ids = brute_force(reference(queries), reference(TEXTS), 4)
+    for q, hits in enumerate(results):
+        got = unpack(hits, f"query {queries[q]!r}")
+        if [h[0] for h in got] != expected_ids[q].tolist():
+            pytest.fail(f"query {queries[q]!r}: expected corpus ids {expected_ids[q].tolist()} (best first), got "
+                        f"{[h[0] for h in got]}.", pytrace=False)
+        scores = torch.tensor([h[1] for h in got], dtype=torch.float64)
+        check_close(scores, expected_scores[q], f"hit scores for {queries[q]!r}", atol=1e-5,
+                    hint="A hit's score is the cosine between the query's and the text's embeddings.")
+        wrong_text = [(i, t) for i, _, t in got if t != TEXTS[i]]
+        if wrong_text:
+            pytest.fail(f"query {queries[q]!r}: hit text must be the text stored under its corpus id; got {wrong_text}.",
+                        pytrace=False)
+
+
+def test_top_k_larger_than_the_index_returns_every_text(impl):
+    index = build_index(impl, LetterCounts(), [TEXTS[:3]])
+    hits = index.search("GOOD", top_k=10)[0]
+    if len(hits) != 3:
+        pytest.fail(f"the index holds 3 texts, so top_k=10 should return 3 hits; got {len(hits)}.", pytrace=False)

@@ -1,0 +1,204 @@
+"""The performance task: how fast is the submission, relative to the reference, on the same inputs?
+
+Measurement (pytest-benchmark style, but paired): after warm-up calls, the reference and the
+submission are called in alternating order for ``ROUNDS`` rounds of ``REPEAT`` pairs each (ref, student;
+student, ref; ...), so a burst of load from other processes hits both sides alike; within a round each
+side keeps its fastest call (as pytest-benchmark's min, the least disturbed). The score is the MEDIAN
+of the per-round ratios student_time / reference_time, placed in a band:
+
+    ratio <= 2   full points        ratio <= 20   half points        slower   no points
+
+The half band reaches 20x because a correct loop over queries or rows lands near 10x (measured:
+var_ret_loop 9.8x to 10.8x, var_pool_loop 4.6x to 8.6x), and an edge there would flip its score
+from run to run.
+
+Only a right answer earns speed points: the submission's output must match the reference's on the
+timing input (loosely), otherwise "fast" means nothing. A submission much slower than the reference
+(over ``GIVE_UP_RATIO`` on the second warm-up call) is not timed further: its band is already known.
+
+Through the sandbox, the timed inputs are sent to the submission's process once (``Session.stash``);
+each timed call then gets a fresh copy made there, so a call costs the copy, the compute and the trip
+of the (small) result, not megabytes of input on every call. Timing inside the sandbox would be
+cheaper still but cannot be trusted: the submission's code runs in that process and could change its
+clock. So the trusted side times the whole call, and the reference is timed on the same kind of path:
+
+1. ``student_call`` / ``reference_call``: both sides call on a fresh copy of the inputs (so neither can
+   remember the last object it saw), and the reference's result crosses the real wire format through
+   a local socket (``wire_roundtrip``), as the submission's does; only the process switch to the
+   sandbox (a fraction of a millisecond) is not reproduced;
+2. a timed call does milliseconds of work against a fraction of a millisecond for that switch, and
+   the bands are wide (2x, 20x).
+
+See docs/hidden-suites.md ("Performance") for the sizes and the repeatability measurements.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# (largest ratio, fraction of the points), checked in order; anything slower scores 0.
+BANDS: tuple[tuple[float, float], ...] = ((2.0, 1.0), (20.0, 0.5))
+ROUNDS = 5
+REPEAT = 2
+GIVE_UP_RATIO = 50.0
+
+
+@dataclass
+class Timing:
+    """Seconds per call for each side, round by round, and the paired ratios."""
+
+    reference: list[float] = field(default_factory=list)
+    student: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)
+    gave_up: bool = False
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+    @property
+    def fraction(self) -> float:
+        return band_fraction(self.ratio)
+
+    def describe(self, what: str) -> str:
+        """One sentence for the student: the ratio, the times, and the band."""
+        ref_ms, student_ms = 1e3 * statistics.median(self.reference), 1e3 * statistics.median(self.student)
+        how = ("on a warm-up call (not timed further)" if self.gave_up else
+               f"median of {len(self.ratios)} interleaved rounds")
+        bands = ", ".join(f"{'full' if f == 1 else 'half' if f == 0.5 else f'{f:g} of the'} points up to {r:g}x"
+                          for r, f in BANDS)
+        return (f"{what} took {self.ratio:.1f}x the reference's time ({how}: {student_ms:.1f} ms vs "
+                f"{ref_ms:.1f} ms); {fraction_words(self.fraction)} ({bands}).")
+
+
+def band_fraction(ratio: float) -> float:
+    """The fraction of the points a time ratio earns."""
+    for limit, fraction in BANDS:
+        if ratio <= limit:
+            return fraction
+    return 0.0
+
+
+def fraction_words(fraction: float) -> str:
+    return {1.0: "full points", 0.5: "half points", 0.0: "no points"}.get(fraction, f"{fraction:g} of the points")
+
+
+def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = call()
+    return time.perf_counter() - start, result
+
+
+def compare_speed(student: Callable[[], Any], reference: Callable[[], Any], *, rounds: int = ROUNDS,
+                  repeat: int = REPEAT, give_up_ratio: float = GIVE_UP_RATIO) -> tuple[Timing, Any, Any]:
+    """Time ``student()`` against ``reference()``, interleaved. Returns (timing, student's last result,
+    reference's last result). Exceptions from ``student()`` propagate (the test reports them)."""
+    timing = Timing()
+    # Warm-up: the first call pays one-off costs (allocations, lazy imports; through the sandbox even
+    # the start of the submission's process), so it is never timed. The second decides whether the
+    # submission is so slow that more rounds would only waste time.
+    student()
+    reference()
+    ref_time, ref_result = _timed(reference)
+    student_time, student_result = _timed(student)
+    if student_time > give_up_ratio * max(ref_time, 1e-4):
+        timing.reference.append(ref_time)
+        timing.student.append(student_time)
+        timing.ratios.append(student_time / max(ref_time, 1e-9))
+        timing.gave_up = True
+        return timing, student_result, ref_result
+    for r in range(rounds):
+        # A round is `repeat` alternating pairs; each side keeps its fastest call, so one burst of
+        # load from another process does not decide the round.
+        ref_times, student_times = [], []
+        for i in range(repeat):
+            if (r + i) % 2 == 0:
+                t, ref_result = _timed(reference)
+                ref_times.append(t)
+                t, student_result = _timed(student)
+                student_times.append(t)
+            else:
+                t, student_result = _timed(student)
+                student_times.append(t)
+                t, ref_result = _timed(reference)
+                ref_times.append(t)
+        timing.reference.append(min(ref_times))
+        timing.student.append(min(student_times))
+        timing.ratios.append(min(student_times) / max(min(ref_times), 1e-9))
+    return timing, student_result, ref_result
+
+
+# ---------------------------------------------------------------------------------------------
+# The same path for the reference
+# ---------------------------------------------------------------------------------------------
+
+def is_in_process(impl) -> bool:
+    """True unless ``impl`` is a sandboxed submission (grader.remote.RemoteImplementation): solutions,
+    a trusted directory, `bertlab check`, a test's stand-in object all run in this process."""
+    from bertlab_grader.remote import RemoteImplementation
+
+    return not isinstance(impl, RemoteImplementation)
+
+
+def wire_roundtrip(value: Any) -> Any:
+    """``value`` sent through a local socket in the sandbox's wire format (grader/rpc.py): encoded,
+    framed, copied through the kernel and decoded, as one direction of a sandboxed call is."""
+    try:
+        import socket
+        import threading
+
+        from bertlab_grader import rpc
+    except ImportError:  # pragma: no cover - the kit always ships rpc.py with the grader
+        return value
+    encoder = rpc.Encoder()
+    data = encoder.encode(value)
+    mine, theirs = socket.socketpair()
+    try:
+        sender, receiver = rpc.Channel(mine), rpc.Channel(theirs)
+        # A big frame does not fit in the socket buffer: send from a thread while this one reads.
+        thread = threading.Thread(target=sender.send, args=({"v": data}, encoder.tensors), daemon=True)
+        thread.start()
+        header, tensors = receiver.recv(timeout=60)
+        thread.join()
+    finally:
+        mine.close()
+        theirs.close()
+    return rpc.Decoder(tensors).decode(header["v"])
+
+
+def _fresh_copy(value: Any) -> Any:
+    """Tensors and arrays cloned, lists, tuples and dicts rebuilt, everything else as is."""
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if type(value) in (list, tuple):
+        return type(value)(_fresh_copy(v) for v in value)
+    if type(value) is dict:
+        return {k: _fresh_copy(v) for k, v in value.items()}
+    return value
+
+
+def student_call(impl, fn: Callable, *args, **kwargs) -> Callable[[], Any]:
+    """A zero-argument call of the submission's ``fn`` (e.g. ``impl.pooling.masked_mean_pool``) on a
+    fresh copy of the arguments. Through the sandbox the arguments are sent once and copied there."""
+    if is_in_process(impl):
+        return lambda: fn(*_fresh_copy(args), **_fresh_copy(kwargs))
+    session = impl._session
+    stashed_args = tuple(session.stash(a) for a in args)
+    stashed_kwargs = {k: session.stash(v) for k, v in kwargs.items()}
+    return lambda: session.request(fn, "call", stashed_args, stashed_kwargs, watch=False)
+
+
+def reference_call(impl, fn: Callable, *args, **kwargs) -> Callable[[], Any]:
+    """A zero-argument call of the reference ``fn`` that travels the same path as ``student_call``:
+    a fresh copy of the arguments, and, when ``impl`` is sandboxed, the result through the wire format."""
+    if is_in_process(impl):
+        return lambda: fn(*_fresh_copy(args), **_fresh_copy(kwargs))
+    return lambda: wire_roundtrip(fn(*_fresh_copy(args), **_fresh_copy(kwargs)))

@@ -1,0 +1,1 @@
+"""The reference solutions, with nbgrader's fences around what the student writes (instructor only)."""

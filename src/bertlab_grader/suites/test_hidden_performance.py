@@ -1,0 +1,77 @@
+"""Hidden suite, task performance: linear_cka, masked_mean_pool and semantic_search against the
+reference, on the same inputs, in the same run, interleaved (grader/performance.py).
+
+Points by band of the median time ratio (<= 2x full, <= 20x half, else none), and only for a right
+answer. A partial score is recorded as the user property ``bertlab_points_fraction`` and the test
+fails with a message saying how fast the code was; grader/scoring.py turns that into points.
+
+Inputs are sent to the sandbox once (grader/performance.py: student_call); each timed call works on a
+fresh copy there and only its result travels back, as the reference's does (reference_call).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertlab_grader.performance import compare_speed, reference_call, student_call
+
+from .checks import close, fail, generator
+
+pytestmark = pytest.mark.performance
+
+POINTS_PROPERTY = "bertlab_points_fraction"
+
+
+def score_speed(record_property, timing, what: str, right: bool, wrong_why: str) -> None:
+    if not right:
+        record_property(POINTS_PROPERTY, 0.0)
+        fail(f"{what}: speed is scored only for a right answer, and the result on the timing input "
+             f"differs from the reference's ({wrong_why}). Fix the task's correctness first.")
+    message = timing.describe(what)
+    record_property(POINTS_PROPERTY, timing.fraction)
+    if timing.fraction < 1.0:
+        fail(message)
+
+
+@pytest.mark.points(3)
+def test_linear_cka_speed(impl, reference, record_property):
+    # n > d: the d x d products (about 0.16 G multiply-adds in float64) are the efficient route here;
+    # the n x n Gram form costs about three times as much.
+    g = generator(500)
+    X = torch.randn(1024, 256, generator=g)
+    Y = X[:, :192] @ torch.randn(192, 192, generator=g) + torch.randn(1024, 192, generator=g)
+    # About 5 ms a call: the trip through the sandbox is small next to it, so single calls per round.
+    timing, got, want = compare_speed(student_call(impl, impl.cka.linear_cka, X, Y),
+                                      reference_call(impl, reference.cka.linear_cka, X, Y), rounds=5, repeat=1)
+    right = abs(float(got) - float(want)) <= 1e-6
+    score_speed(record_property, timing, "linear_cka(X [1024, 256], Y [1024, 192])", right,
+                f"{float(got):.6g} vs {float(want):.6g}")
+
+
+@pytest.mark.points(3)
+def test_masked_mean_pool_speed(impl, reference, record_property):
+    g = generator(501)
+    # Many short rows: a Python loop over the batch shows here (one small op per sentence).
+    hidden = torch.randn(512, 16, 128, generator=g)
+    mask = (torch.arange(16)[None, :] < torch.randint(1, 17, (512, 1), generator=g)).long()
+    timing, got, want = compare_speed(student_call(impl, impl.pooling.masked_mean_pool, hidden, mask),
+                                      reference_call(impl, reference.pooling.masked_mean_pool, hidden, mask))
+    right = isinstance(got, torch.Tensor) and close(got, want, 1e-5)
+    score_speed(record_property, timing, "masked_mean_pool(hidden [512, 16, 128], mask)", right,
+                "shape or values differ")
+
+
+@pytest.mark.points(4)
+def test_semantic_search_speed(impl, reference, record_property):
+    g = generator(502)
+    corpus = torch.randn(8192, 128, generator=g)
+    queries = torch.randn(32, 128, generator=g)
+    # About 3 ms a call: single calls per round, as for linear_cka.
+    timing, got, want = compare_speed(student_call(impl, impl.retrieval.semantic_search, queries, corpus, top_k=10),
+                                      reference_call(impl, reference.retrieval.semantic_search, queries, corpus, top_k=10),
+                                      rounds=5, repeat=1)
+    right = (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], torch.Tensor)
+             and torch.equal(got[1].long(), want[1]) and close(got[0], want[0], 1e-5))
+    score_speed(record_property, timing, "semantic_search(queries [32, 128], corpus [8192, 128], top_k=10)",
+                right, "scores or indices differ")

@@ -1,0 +1,315 @@
+"""`bertlab check`: real runs in a released student bundle, then the pieces (statuses, hints, next task,
+progress, display) on recorded events.
+
+The real runs are what a student sees: `python -m bertlab.cli check` in the bundle folder, output
+captured (so plain text, as in a log). They are kept cheap: the untouched stubs fail at their first
+call, and runs on the reference code check one task at a time.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertlab import check, progress
+from bertlab_grader.release import release
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+TASKS = ("cka", "pooling", "siamese", "retrieval")
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> Path:
+    return release(tmp_path_factory.mktemp("release") / "bundle", log=lambda *_: None)
+
+
+@pytest.fixture
+def bundle(released, tmp_path) -> Path:
+    """A private copy of the released bundle (each test edits exercises/ and writes progress)."""
+    return Path(shutil.copytree(released, tmp_path / "bundle"))
+
+
+def run_check(bundle: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`bertlab check ARGS` in the bundle, as a student runs it. The kit's instructor-only packages,
+    installed here in editable mode, are shadowed by stand-ins that fail to import."""
+    shadow = bundle.parent / "shadow"
+    for name in ("solutions", "grader"):
+        (shadow / name).mkdir(parents=True, exist_ok=True)
+        (shadow / name / "__init__.py").write_text(f"raise ModuleNotFoundError(name={name!r})\n")
+    environ = {k: v for k, v in os.environ.items() if k not in (check.ROOT_ENV, check.TIMEOUT_ENV, "NO_COLOR")}
+    environ.update(PYTHONPATH=os.pathsep.join([str(bundle), str(shadow)]), HF_HUB_OFFLINE="1", **env)
+    return subprocess.run([sys.executable, "-m", "bertlab.cli", "check", *args], cwd=bundle, env=environ,
+                          capture_output=True, text=True, timeout=900)
+
+
+def table_row(output: str, task: str) -> tuple[int, int, str]:
+    """(passed, total, status) of a task's row in the summary table."""
+    match = re.search(rf"^{task}\s+(\d+)/(\d+)\s+(passed|failed|not started|not run|no tests)\s*$", output, re.M)
+    assert match, f"no table row for {task} in:\n{output}"
+    return int(match.group(1)), int(match.group(2)), match.group(3)
+
+
+def use_solution(bundle: Path, *tasks: str) -> None:
+    for task in tasks:
+        shutil.copy(KIT_ROOT / "solutions" / f"{task}.py", bundle / "exercises" / f"{task}.py")
+
+
+def replace_in_stub(bundle: Path, task: str, function: str, code: str) -> None:
+    path = bundle / "exercises" / f"{task}.py"
+    stub = f'raise NotImplementedError("{task}: implement {function} (see its docstring)")'
+    text = path.read_text()
+    assert stub in text
+    path.write_text(text.replace(stub, code, 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Real runs in a bundle
+# ---------------------------------------------------------------------------------------------
+
+def test_check_on_untouched_stubs_shows_every_task_not_started_and_names_cka(bundle):
+    result = run_check(bundle)
+    out = result.stdout
+    assert result.returncode == 1, out + result.stderr
+    for task in TASKS:
+        passed, total, status = table_row(out, task)
+        assert (passed, status) == (0, "not started") and total > 0, (task, out)
+        assert f"Read the docstring of" in out and f"exercises/{task}.py" in out
+    assert "Next: start task cka in exercises/cka.py" in out
+    assert "\x1b[" not in out, "captured output must be plain text"
+    recorded = json.loads((bundle / ".bertlab" / "progress.json").read_text())
+    assert {t: recorded["tasks"][t]["status"] for t in TASKS} == dict.fromkeys(TASKS, "not started")
+
+
+def test_check_with_the_reference_code_passes_task_by_task_and_remembers(bundle):
+    use_solution(bundle, "cka")
+    result = run_check(bundle, "--task", "cka")
+    assert result.returncode == 0, result.stdout + result.stderr
+    passed, total, status = table_row(result.stdout, "cka")
+    assert status == "passed" and passed == total > 0
+    assert "Next: task pooling" in result.stdout
+    first = json.loads((bundle / ".bertlab" / "progress.json").read_text())["tasks"]["cka"]
+    assert first["status"] == "passed" and first["first_passed"]
+
+    use_solution(bundle, "pooling")
+    result = run_check(bundle, "--task", "pooling")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert table_row(result.stdout, "pooling")[2] == "passed"
+    assert "Progress: 2 of 4 tasks passed" in result.stdout
+    assert "Next: task siamese" in result.stdout  # cka is known to pass from the first run
+
+
+def test_check_reports_a_process_exit_inside_student_code(bundle):
+    replace_in_stub(bundle, "cka", "linear_cka", "import os; os._exit(3)")
+    result = run_check(bundle, "--task", "cka")
+    assert result.returncode == 1
+    assert table_row(result.stdout, "cka")[2] == "failed"
+    assert "The test process died while running this test (exit status 3)" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_check_stops_an_endless_loop(bundle):
+    replace_in_stub(bundle, "cka", "linear_cka", "while True: pass")
+    result = run_check(bundle, "--task", "cka", **{check.TIMEOUT_ENV: "3"})
+    assert result.returncode == 1
+    assert "Timed out: this test ran for more than 3 s" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_check_points_at_a_file_that_does_not_import(bundle):
+    with open(bundle / "exercises" / "pooling.py", "a") as handle:
+        handle.write("\ndef broken(:\n")
+    result = run_check(bundle, "--task", "cka")
+    assert result.returncode == 1
+    assert table_row(result.stdout, "cka")[2] == "failed"
+    assert "SyntaxError" in result.stdout
+    assert re.search(r"your code: exercises/pooling\.py:\d+", result.stdout), result.stdout
+    assert "does not even import" in result.stdout
+
+
+def test_kit_root_is_found_in_the_repo_and_in_a_bundle(released, monkeypatch):
+    monkeypatch.delenv(check.ROOT_ENV, raising=False)
+    assert check.find_kit_root(KIT_ROOT / "docs") == KIT_ROOT
+    assert check.find_kit_root(released / "exercises") == released.resolve()
+    monkeypatch.setenv(check.ROOT_ENV, str(released))
+    assert check.find_kit_root(KIT_ROOT) == released.resolve()
+    monkeypatch.setenv(check.ROOT_ENV, str(released / "docs"))
+    with pytest.raises(check.KitRootNotFound, match="does not hold exercises"):
+        check.find_kit_root()
+
+
+# ---------------------------------------------------------------------------------------------
+# The pieces, on recorded events
+# ---------------------------------------------------------------------------------------------
+
+def collected(*tests: tuple[str, str]) -> dict:
+    return {"event": "collected", "tests": [
+        {"nodeid": f"tests/public/test_{task}.py::{name}", "name": name, "task": task, "doc": ""}
+        for task, name in tests]}
+
+
+def result(task: str, name: str, outcome: str = "passed", stub: bool = False, message: str = "") -> dict:
+    return {"event": "result", "nodeid": f"tests/public/test_{task}.py::{name}", "outcome": outcome,
+            "stub": stub, "message": message, "where": ""}
+
+
+STUB = ("Task cka is not implemented yet: linear_cka raises "
+        "NotImplementedError('cka: implement linear_cka (see its docstring)').")
+
+
+@pytest.mark.parametrize("outcomes, status", [
+    ([("passed", False), ("passed", False)], "passed"),
+    ([("failed", True), ("failed", True)], "not started"),
+    ([("passed", False), ("failed", True)], "failed"),  # started: one function done, one still a stub
+    ([("failed", False), ("failed", True)], "failed"),
+    ([("skipped", False)], "no tests"),
+])
+def test_task_status(outcomes, status):
+    names = [f"t{i}" for i in range(len(outcomes))]
+    events = [collected(*(("cka", n) for n in names))]
+    events += [result("cka", n, o, stub, STUB if stub else "wrong") for n, (o, stub) in zip(names, outcomes)]
+    run = check.summarise_events(KIT_ROOT, ["cka"], events + [{"event": "finished", "exitstatus": 1}])
+    assert run.reports["cka"].status == status
+    assert run.ok == (status == "passed")
+
+
+def test_first_failure_prefers_a_wrong_value_to_a_remaining_stub():
+    events = [collected(("cka", "a"), ("cka", "b")), result("cka", "a", "failed", True, STUB),
+              result("cka", "b", "failed", False, "linear_cka(X, X) is wrong: expected 1, got 0.5.")]
+    run = check.summarise_events(KIT_ROOT, ["cka"], events)
+    assert run.reports["cka"].first_failure.name == "b"
+
+
+def test_a_run_that_ends_early_marks_the_running_test_and_leaves_the_rest_not_run():
+    events = [collected(("cka", "a"), ("cka", "b"), ("pooling", "c")), result("cka", "a"),
+              {"event": "start", "nodeid": "tests/public/test_cka.py::b"}]
+    run = check.summarise_events(KIT_ROOT, ["cka", "pooling"], events, returncode=-9)
+    assert run.reports["cka"].status == "failed"
+    assert "killed by signal SIGKILL" in run.reports["cka"].first_failure.message
+    assert run.reports["pooling"].status == "not run"
+    assert not run.problems
+
+
+def test_a_run_that_fails_outside_any_test_is_a_problem():
+    run = check.summarise_events(KIT_ROOT, ["cka"], [], returncode=4)
+    assert run.problems and "was called wrongly" in run.problems[0]
+    assert run.reports["cka"].status == "no tests" and not run.ok
+
+
+@pytest.mark.parametrize("message, stub, expected", [
+    (STUB, True, "Read the docstring of linear_cka in exercises/cka.py"),
+    ("Task siamese cannot be checked yet: it needs task pooling, which is not implemented yet (...)", True,
+     "finish task pooling first"),
+    ("masked_mean_pool(...) has shape [2, 1, 4]; expected [2, 4].", False, "Shapes first"),
+    ("linear_cka(X 1-D) returned 0.5 instead of raising ValueError, but X must be 2-D.", False, "Raises: section"),
+    ("masked_mean_pool(...) contains NaN (first at index [1, 0]).", False, "0/0"),
+    ("cka_matrix(reps) is wrong at index [0, 1]: expected 0.8, got 0.6.", False, "center every column"),
+])
+def test_hints(message, stub, expected):
+    task = "siamese" if "siamese" in message else "pooling" if "pool" in message else "cka"
+    test = check.TestResult("n", "test_x", task, outcome="failed", stub=stub, message=message)
+    assert expected in check.hint_for(task, test, KIT_ROOT)
+
+
+def test_next_task_uses_this_run_then_the_recorded_progress():
+    events = [collected(("pooling", "p")), result("pooling", "p")]
+    run = check.summarise_events(KIT_ROOT, ["pooling"], events)
+    assert check.next_task(run, None) == "cka"
+    recorded = {"tasks": {"cka": {"status": "passed"}, "siamese": {"status": "passed"}}}
+    assert check.next_task(run, recorded) == "retrieval"
+    recorded["tasks"]["retrieval"] = {"status": "passed"}
+    assert check.next_task(run, recorded) is None
+    assert "all four tasks pass" in check.next_step(run, recorded)
+
+
+def all_passed_run():
+    events = [collected(*((t, f"test_{t}") for t in TASKS))] + [result(t, f"test_{t}") for t in TASKS]
+    return check.summarise_events(KIT_ROOT, list(TASKS), events + [{"event": "finished", "exitstatus": 0}],
+                                  returncode=0)
+
+
+def test_plain_display_of_an_all_passed_run():
+    out = io.StringIO()
+    display = check.PlainDisplay(out)
+    run = all_passed_run()
+    display.start(KIT_ROOT, TASKS, "exercises/")
+    display.finish(run, None, verbose=True)
+    text = out.getvalue()
+    for task in TASKS:
+        assert re.search(rf"^{task}\s+1/1\s+passed$", text, re.M)
+    assert "Next: all four tasks pass" in text and "bertlab lesson --impl exercises" in text
+    assert "first failure" not in text
+
+
+def test_rich_display_shows_messages_verbatim():
+    from rich.console import Console
+
+    message = "cka_matrix(reps) has shape [3, 1, 3]; expected [3, 3]. [bold]not markup[/bold]"
+    events = [collected(("cka", "a")), result("cka", "a", "failed", False, message)]
+    run = check.summarise_events(KIT_ROOT, ["cka"], events)
+    display = check.RichDisplay(io.StringIO())
+    display.start(KIT_ROOT, ["cka"], "exercises/")
+    for event in events:  # the live progress bars follow the events
+        display.event(event["event"], event)
+    display.console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system=None)
+    display.finish(run, None, verbose=False)
+    text = display.console.file.getvalue()
+    assert "[3, 1, 3]" in text and "[bold]not markup[/bold]" in text and "Shapes first" in text
+
+
+def test_plain_text_when_not_a_terminal_or_no_color(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert check._use_rich(Terminal()) and not check._use_rich(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not check._use_rich(Terminal())
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress
+# ---------------------------------------------------------------------------------------------
+
+def test_progress_keeps_first_pass_history_and_survives_a_damaged_file(tmp_path):
+    assert progress.load_progress(tmp_path)["tasks"] == {}
+    progress.record_run(tmp_path, {"cka": {"status": "failed", "passed": 3, "total": 7}}, when="2025-01-01T10:00:00")
+    progress.record_run(tmp_path, {"cka": {"status": "passed", "passed": 7, "total": 7}}, when="2025-01-02T10:00:00")
+    record = progress.record_run(tmp_path, {"cka": {"status": "failed", "passed": 6, "total": 7},
+                                            "pooling": {"status": "passed", "passed": 5, "total": 5}},
+                                 when="2025-01-03T10:00:00")
+    cka = record["tasks"]["cka"]
+    assert (cka["status"], cka["first_passed"], cka["runs"]) == ("failed", "2025-01-02T10:00:00", 3)
+    assert progress.passed_tasks(record) == ["pooling"]
+    assert len(record["history"]) == 3
+    assert progress.load_progress(tmp_path) == record
+    lines = progress.format_progress(record)
+    assert lines[0] == "Progress: 1 of 4 tasks passed"
+    assert "failed 6/7 (last run 2025-01-03 10:00, first passed 2025-01-02 10:00)" in lines[1]
+    assert lines[3].split() == ["siamese", "never", "checked"]
+
+    for _ in range(progress.HISTORY_LIMIT + 5):
+        progress.record_run(tmp_path, {"cka": {"status": "passed", "passed": 7, "total": 7}})
+    assert len(progress.load_progress(tmp_path)["history"]) == progress.HISTORY_LIMIT
+
+    progress.progress_path(tmp_path).write_text("{not json")
+    assert progress.load_progress(tmp_path) == progress.empty_progress()
+
+
+def test_hints_point_at_the_concept_page_of_the_task(tmp_path):
+    (tmp_path / "docs" / "concepts").mkdir(parents=True)
+    (tmp_path / "docs" / "student-guide.md").write_text("guide")
+    assert check.concept_page(tmp_path, "siamese") == "docs/student-guide.md"
+    (tmp_path / "docs" / "concepts" / "sentence-bert.md").write_text("SBERT")
+    assert check.concept_page(tmp_path, "siamese") == "docs/concepts/sentence-bert.md"
+    test = check.TestResult("n", "t", "siamese", outcome="failed", message="forward(...) is wrong at index [0]")
+    assert "explained in docs/concepts/sentence-bert.md" in check.hint_for("siamese", test, tmp_path)

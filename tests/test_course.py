@@ -1,0 +1,568 @@
+"""The nbgrader course: gradebook, results files, export, feedback, and submission intake (zips).
+
+One course is built per module (nbgrader's subprocesses cost seconds each): three students submit, as a
+folder (alice), a good zip (bob) and a zip-slip zip (carol); their results are built here as dicts,
+recorded, alice is recorded twice with different scores; then ``nbgrader export`` and
+``nbgrader generate_feedback`` run once each.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import os
+import pickle
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from bertlab_grader import submissions as subs
+from bertlab_grader.course import (
+    CourseError,
+    course_db_url,
+    course_max_points,
+    error_result,
+    export_grades,
+    export_and_feedback,
+    generate_feedback,
+    init_course,
+    keep_gradebook_open,
+    list_submissions,
+    load_results,
+    read_submission_sources,
+    record_result,
+    validate_result,
+    write_results_json,
+)
+
+ASSIGNMENT = "week7"
+MAX_POINTS = {"cka": 12.0, "pooling": 8.0, "siamese": 10.0, "retrieval": 15.0, "performance": 5.0}
+MARKER = "HIDDEN-SOURCE-MARKER-5d1e9c"
+
+HIDDEN_TEST_SOURCE = f'''
+import pytest
+
+# {MARKER}: the expected values of the hidden suite live here and must never reach a student.
+@pytest.mark.cka
+@pytest.mark.points(6)
+def test_cka_orthogonal_invariance(impl, reference):
+    assert "{MARKER}"
+'''
+
+GOOD_SOURCES = {
+    "cka.py": "def linear_cka(X, Y):\n    return 1.0\n",
+    "pooling.py": "def masked_mean_pool(h, m):\n    return h.mean(1)\n",
+    "siamese.py": "class SiameseBert:\n    pass\n",
+    "retrieval.py": "# café\n",
+}
+
+
+def _test(name, task, outcome, points, max_points, message="", hint=None):
+    t = {"name": name, "task": task, "outcome": outcome, "points": points, "max_points": max_points,
+         "message": message}
+    if hint:
+        t["hint"] = hint
+    return t
+
+
+def _result(student, tests):
+    return {"student": student, "assignment": ASSIGNMENT, "score": sum(t["points"] for t in tests),
+            "max_score": sum(t["max_points"] for t in tests), "tests": tests}
+
+
+def alice_first():
+    return _result("alice", [
+        _test("test_cka_orthogonal_invariance", "cka", "passed", 6.0, 6.0),
+        _test("test_cka_zero_variance", "cka", "passed", 6.0, 6.0),
+        _test("test_masked_mean_padding", "pooling", "passed", 8.0, 8.0),
+        _test("test_siamese_shared_weights", "siamese", "passed", 10.0, 10.0),
+        _test("test_search_matches_topk", "retrieval", "passed", 15.0, 15.0),
+        _test("test_search_memory_bounded", "performance", "passed", 5.0, 5.0),
+    ])
+
+
+def alice_second():
+    return _result("alice", [
+        _test("test_cka_orthogonal_invariance", "cka", "passed", 6.0, 6.0),
+        _test("test_cka_zero_variance", "cka", "failed", 0.0, 6.0,
+              "linear_cka returned nan for a zero-variance input <expected a documented choice>",
+              hint="Decide what CKA means when one representation is constant, and return that."),
+        _test("test_masked_mean_padding", "pooling", "passed", 8.0, 8.0),
+        _test("test_siamese_shared_weights", "siamese", "error", 0.0, 10.0,
+              "AttributeError: 'SiameseBert' object has no attribute 'encode'"),
+        _test("test_search_matches_topk", "retrieval", "passed", 7.5, 15.0, "half of the ties were out of order"),
+        _test("test_search_memory_bounded", "performance", "timeout", 0.0, 5.0, "no answer within 20 s"),
+    ])
+
+
+def bob_result():
+    return _result("bob", [
+        _test("test_cka_orthogonal_invariance", "cka", "passed", 6.0, 6.0),
+        _test("test_cka_zero_variance", "cka", "passed", 6.0, 6.0),
+        _test("test_masked_mean_padding", "pooling", "failed", 0.0, 8.0,
+              "shape (2, 4) expected, got (2, 5, 4): pool over the time axis"),
+        _test("test_siamese_shared_weights", "siamese", "passed", 2.5, 10.0),
+        _test("test_search_matches_topk", "retrieval", "failed", 0.0, 15.0, "ties broken by descending index"),
+        _test("test_search_memory_bounded", "performance", "passed", 5.0, 5.0),
+    ])
+
+
+def _write_zip(path: Path, members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", compression=compression) as zf:
+        for name, data in members.items():
+            zf.writestr(zipfile.ZipInfo(name), data, compress_type=compression)
+    return path
+
+
+def _all_text(root: Path) -> str:
+    return "\n".join(p.read_bytes().decode("utf-8", "replace") for p in root.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    base = tmp_path_factory.mktemp("nbcourse")
+    hidden = base / "hidden"
+    hidden.mkdir()
+    (hidden / "test_hidden_cka.py").write_text(HIDDEN_TEST_SOURCE)
+    course = base / "course"
+
+    init_course(course, ASSIGNMENT, MAX_POINTS)
+    source_nb = course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    release_nb = course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    before = (source_nb.stat().st_mtime_ns, release_nb.stat().st_mtime_ns,
+              (course / "nbgrader_config.py").read_text())
+    init_course(course, ASSIGNMENT, MAX_POINTS)  # a second call changes nothing
+    after = (source_nb.stat().st_mtime_ns, release_nb.stat().st_mtime_ns,
+             (course / "nbgrader_config.py").read_text())
+
+    # submissions: alice a folder (with nbgrader's collect timestamp), bob a zip, carol a zip-slip zip
+    alice_dir = course / "submitted" / "alice" / ASSIGNMENT
+    alice_dir.mkdir(parents=True)
+    for name, text in GOOD_SOURCES.items():
+        (alice_dir / name).write_text(text)
+    (alice_dir / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC\n")
+    _write_zip(course / "submitted" / "bob" / ASSIGNMENT / "bob_week7.zip",
+               {f"bob/{k}": v.encode() for k, v in GOOD_SOURCES.items()})
+    _write_zip(course / "submitted" / "carol" / f"{ASSIGNMENT}.zip",
+               {"cka.py": b"x = 1\n", "../evil.py": b"import os\n"})
+
+    found = list_submissions(course, ASSIGNMENT)
+    max_points = course_max_points(course, ASSIGNMENT)
+    results = {"alice": alice_first(), "bob": bob_result()}
+    for sub in found:
+        if sub.error:
+            record_result(course, error_result(sub.student, ASSIGNMENT, sub.error, max_points))
+        else:
+            record_result(course, results[sub.student])
+    record_result(course, alice_second())  # re-grade: replaces, never adds
+
+    csv_path = export_grades(course)
+    feedback_dir = generate_feedback(course, ASSIGNMENT)
+    return {"dir": course, "hidden": hidden, "submissions": found, "init_before": before,
+            "init_after": after, "csv": csv_path, "feedback": feedback_dir}
+
+
+# ------------------------------------------------------------------------------------------------
+# the course and the gradebook
+
+
+def test_init_course_is_idempotent(course):
+    assert course["init_before"] == course["init_after"]
+    config = (course["dir"] / "nbgrader_config.py").read_text()
+    assert config.count("bertlab: begin") == 1
+    assert (course["dir"] / "gradebook.db").is_file()
+    assert course_db_url(course["dir"]) == "sqlite:///" + str(course["dir"].resolve() / "gradebook.db")
+
+
+def test_source_notebook_has_one_grade_cell_per_task(course):
+    import nbformat
+
+    nb = nbformat.read(course["dir"] / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    meta = [c.metadata["nbgrader"] for c in nb.cells if "nbgrader" in c.metadata]
+    assert [m["grade_id"] for m in meta] == list(MAX_POINTS)
+    assert all(m["grade"] and not m["solution"] for m in meta)
+    assert [m["points"] for m in meta] == list(MAX_POINTS.values())
+    assert nb.cells[0].cell_type == "markdown"
+    assert course_max_points(course["dir"], ASSIGNMENT) == MAX_POINTS
+
+
+def test_submissions_listed(course):
+    by_student = {s.student: s for s in course["submissions"]}
+    assert sorted(by_student) == ["alice", "bob", "carol"]
+    assert by_student["alice"].error is None and by_student["alice"].path.name == ASSIGNMENT
+    assert by_student["bob"].error is None
+    assert set(read_submission_sources(by_student["bob"].path)) == set(GOOD_SOURCES)
+    assert "evil.py" in by_student["carol"].error and "outside" in by_student["carol"].error
+    assert not any(course["dir"].rglob("evil.py"))
+
+
+def _csv_rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_export_totals_are_exact_and_rerecording_replaces(course):
+    rows = _csv_rows(course["csv"])
+    by_student = {r["student_id"]: r for r in rows}
+    assert len(rows) == 3 and sorted(by_student) == ["alice", "bob", "carol"]
+    expected = {"alice": sum(t["points"] for t in alice_second()["tests"]),
+                "bob": sum(t["points"] for t in bob_result()["tests"]), "carol": 0.0}
+    assert expected["alice"] != sum(t["points"] for t in alice_first()["tests"])
+    for student, score in expected.items():
+        assert float(by_student[student]["raw_score"]) == pytest.approx(score)
+        assert float(by_student[student]["score"]) == pytest.approx(score)
+        assert float(by_student[student]["max_score"]) == pytest.approx(sum(MAX_POINTS.values()))
+    assert by_student["alice"]["timestamp"].startswith("2026-11-20 10:00:00")
+
+
+def test_gradebook_has_one_submission_per_student_and_task_scores(course):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(course_db_url(course["dir"])) as gb:
+        assert len(gb.assignment_submissions(ASSIGNMENT)) == 3
+        grade = gb.find_grade("retrieval", ASSIGNMENT, ASSIGNMENT, "alice")
+        assert grade.auto_score == pytest.approx(7.5) and not grade.needs_manual_grade
+        assert gb.find_submission(ASSIGNMENT, "bob").score == pytest.approx(19.5)
+
+
+def test_results_json_written_and_loaded(course):
+    loaded = load_results(course["dir"], ASSIGNMENT)
+    assert sorted(loaded) == ["alice", "bob", "carol"]
+    assert loaded["alice"] == validate_result(alice_second())
+    assert loaded["carol"]["score"] == 0.0
+    assert all(t["outcome"] == "error" for t in loaded["carol"]["tests"])
+    leftovers = [p for p in (course["dir"] / "autograded").rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_feedback_html_shows_tests_outcomes_messages(course):
+    for student, result in (("alice", alice_second()), ("bob", bob_result())):
+        html_path = course["feedback"] / student / ASSIGNMENT / f"{ASSIGNMENT}.html"
+        page = html_path.read_text()
+        total = sum(t["points"] for t in result["tests"])
+        assert f"Score: {total:.1f} / {sum(MAX_POINTS.values()):.1f}" in page
+        text = html.unescape(page)
+        for t in result["tests"]:
+            assert t["name"] in text
+            assert t["message"] in text
+    alice = (course["feedback"] / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    for word in ("passed", "failed", "error", "timed out"):
+        assert f"<td>{word}</td>" in alice
+    assert "Decide what CKA means" in alice
+    assert "&lt;expected a documented choice&gt;" in alice  # escaped, never raw markup
+    assert "<expected a documented choice>" not in alice
+    carol = (course["feedback"] / "carol" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "was not accepted" in carol
+
+
+def test_no_hidden_test_source_reaches_any_output(course):
+    assert MARKER in (course["hidden"] / "test_hidden_cka.py").read_text()
+    for part in ("autograded", "feedback", "release", "source"):
+        assert MARKER not in _all_text(course["dir"] / part)
+    assert MARKER not in course["csv"].read_text()
+    assert MARKER.encode() not in (course["dir"] / "gradebook.db").read_bytes()
+
+
+def test_nbgrader_generate_assignment_still_clean(course):
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
+                          cwd=course["dir"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "ERROR" not in proc.stderr
+    assert float({r["student_id"]: r for r in _csv_rows(course["csv"])}["bob"]["score"]) == 19.5
+
+
+def test_non_default_sqlite_url_is_honoured(tmp_path):
+    course = tmp_path / "course"
+    db = tmp_path / "elsewhere" / "grades-store.sqlite"
+    db.parent.mkdir()
+    url = f"sqlite:///{db}"
+    init_course(course, ASSIGNMENT, {"cka": 4.0, "pooling": 6.0}, db_url=url)
+    init_course(course, ASSIGNMENT, {"cka": 4.0, "pooling": 6.0})  # None keeps the configured URL
+    assert course_db_url(course) == url
+    assert db.is_file() and not (course / "gradebook.db").exists()
+    record_result(course, _result("dana", [_test("t_cka", "cka", "passed", 4.0, 4.0),
+                                           _test("t_pool", "pooling", "failed", 1.5, 6.0, "close")]))
+    rows = _csv_rows(export_grades(course))  # nbgrader itself, reading nbgrader_config.py
+    assert [(r["student_id"], float(r["score"]), float(r["max_score"])) for r in rows] == [("dana", 5.5, 10.0)]
+    assert not (course / "gradebook.db").exists()
+
+
+def _postgres_bin() -> Path | None:
+    """Directory of PostgreSQL's server binaries (Debian's postgresql package), if installed."""
+    import glob
+    import shutil
+
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
+    if candidates:
+        return Path(candidates[0]).parent
+    found = shutil.which("initdb")
+    return Path(found).parent if found else None
+
+
+@pytest.fixture
+def postgres_url(tmp_path):
+    """A PostgreSQL gradebook URL: BERTLAB_TEST_DB_URL if set, else a throwaway server started here.
+
+    The server runs as an unprivileged user (PostgreSQL refuses root) on a Unix socket in a temp dir,
+    so nothing on the machine is touched. CI installs Debian's postgresql package for this test.
+    """
+    import shutil
+    import subprocess
+    import time
+
+    if os.environ.get("BERTLAB_TEST_DB_URL"):
+        yield os.environ["BERTLAB_TEST_DB_URL"]
+        return
+    bin_dir = _postgres_bin()
+    if bin_dir is None:
+        pytest.fail("PostgreSQL server binaries not found: apt-get install postgresql (CI does), "
+                    "or set BERTLAB_TEST_DB_URL to an existing database.")
+    import tempfile
+
+    # Not tmp_path: pytest's tmp folders are private to root, and the server runs as nobody.
+    root = Path(tempfile.mkdtemp(prefix="bertlab-pg-"))
+    data, sock = root / "pgdata", root / "pgsock"
+    sock.mkdir()
+    as_user = []
+    if os.geteuid() == 0:
+        as_user = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+        for path in (root, sock):
+            shutil.chown(path, 65534, 65534)
+    subprocess.run(as_user + [str(bin_dir / "initdb"), "-D", str(data), "-U", "bertlab", "--auth=trust"],
+                   check=True, capture_output=True)
+    server = subprocess.Popen(as_user + [str(bin_dir / "postgres"), "-D", str(data), "-k", str(sock),
+                                         "-c", "listen_addresses=", "-p", "5499"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"postgresql+psycopg2://bertlab@/postgres?host={sock}&port=5499"
+        import sqlalchemy
+
+        for _ in range(100):  # wait for the server to accept connections
+            try:
+                sqlalchemy.create_engine(url).connect().close()
+                break
+            except Exception:
+                time.sleep(0.1)
+        yield url
+    finally:
+        import signal
+
+        server.send_signal(signal.SIGINT)  # "fast" shutdown: pooled client connections do not hold it up
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_external_database_url(tmp_path, postgres_url):
+    url = postgres_url
+    course = tmp_path / "course"
+    assignment = student = f"ext{os.getpid()}x{tmp_path.name[-8:].replace('_', '')}"  # fresh in a shared DB
+    init_course(course, assignment, {"cka": 4.0}, db_url=url)
+    first = {**_result(student, [_test("t_cka", "cka", "passed", 3.0, 4.0)]), "assignment": assignment}
+    record_result(course, first)
+    record_result(course, {**first, "score": 4.0, "tests": [_test("t_cka", "cka", "passed", 4.0, 4.0)]})
+    rows = [r for r in _csv_rows(export_grades(course)) if r["assignment"] == assignment and r["student_id"] == student]
+    assert [float(r["score"]) for r in rows] == [4.0]
+    generate_feedback(course, assignment)
+    assert (course / "feedback" / student / assignment / f"{assignment}.html").is_file()
+
+
+def test_record_result_rejects_malformed_results(course, tmp_path):
+    bad = alice_second()
+    bad["tests"][0]["outcome"] = "skipped"
+    with pytest.raises(ValueError, match="outcome"):
+        record_result(course["dir"], bad)
+    bad = alice_second()
+    bad["tests"][0]["points"] = 7.0  # more than its max_points
+    with pytest.raises(ValueError, match="max_points"):
+        record_result(course["dir"], bad)
+    assert validate_result({**alice_second(), "score": 99})["score"] == alice_second()["score"]
+    bad = alice_second()
+    bad["student"] = "../mallory"
+    with pytest.raises(ValueError, match="student"):
+        write_results_json(course["dir"], bad)
+    with pytest.raises(CourseError, match="init_course"):
+        record_result(course["dir"], {**alice_second(), "assignment": "week8"})
+    with pytest.raises(ValueError, match="max_points"):
+        init_course(tmp_path / "c", ASSIGNMENT)
+
+
+def test_error_result_is_valid_zero_score():
+    r = error_result("erin", ASSIGNMENT, "Your zip file was not accepted: too big.", MAX_POINTS)
+    assert validate_result(r) == r
+    assert r["score"] == 0.0 and r["max_score"] == sum(MAX_POINTS.values())
+    assert {t["task"] for t in r["tests"]} == set(MAX_POINTS)
+    assert all(t["message"] == "Your zip file was not accepted: too big." for t in r["tests"])
+
+
+def test_write_results_json_is_atomic_and_replaces(tmp_path):
+    path = write_results_json(tmp_path, bob_result())
+    assert json.loads(path.read_text())["score"] == 19.5
+    write_results_json(tmp_path, {**bob_result(), "tests": bob_result()["tests"][:1], "score": 6.0})
+    assert json.loads(path.read_text())["score"] == 6.0
+    assert [p.name for p in path.parent.iterdir()] == ["results.json"]
+
+
+# ------------------------------------------------------------------------------------------------
+# zips and source files (no nbgrader involved)
+
+
+def _one_zip_course(tmp_path, members, compression=zipfile.ZIP_DEFLATED, infos=()):
+    course = tmp_path / "course"
+    zpath = course / "submitted" / "sam" / ASSIGNMENT / "sam.zip"
+    _write_zip(zpath, members, compression)
+    if infos:
+        with zipfile.ZipFile(zpath, "a") as zf:
+            for info, data in infos:
+                zf.writestr(info, data)
+    (sub,) = list_submissions(course, ASSIGNMENT)
+    return course, sub
+
+
+def test_good_zip_is_extracted_privately(tmp_path):
+    members = {f"week7/{k}": v.encode() for k, v in GOOD_SOURCES.items()}
+    members["week7/notes.txt"] = b"ignored"
+    course, sub = _one_zip_course(tmp_path, members)
+    assert sub.error is None
+    assert sub.source.name == "sam.zip"
+    assert sub.path == subs.staging_dir(course, ASSIGNMENT, "sam") / "week7"
+    assert stat.S_IMODE(subs.staging_dir(course, ASSIGNMENT, "sam").stat().st_mode) == 0o700
+    sources = read_submission_sources(sub.path)
+    assert dict(sources) == GOOD_SOURCES and sources.problems == {}
+    student, path = sub  # still a (student, path) pair
+    assert (student, path) == ("sam", sub.path)
+    again = pickle.loads(pickle.dumps(sub))
+    assert again == sub and again.source == sub.source and again.error is None
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("../evil.py", "outside"),
+    ("week7/../../evil.py", "outside"),
+    ("/tmp/evil.py", "absolute"),
+    ("C:/evil.py", "absolute"),
+])
+def test_zip_with_escaping_path_is_refused(tmp_path, name, reason):
+    course, sub = _one_zip_course(tmp_path, {"cka.py": b"x = 1\n", name: b"import os\n"})
+    assert sub.error and reason in sub.error and "not accepted" in sub.error
+    assert list(sub.path.iterdir()) == []  # nothing extracted, not even the harmless member
+    assert not (tmp_path / "evil.py").exists() and not Path("/tmp/evil.py").exists()
+
+
+def test_zip_with_symlink_is_refused(tmp_path):
+    link = zipfile.ZipInfo("cka.py")
+    link.create_system = 3
+    link.external_attr = (stat.S_IFLNK | 0o777) << 16
+    course, sub = _one_zip_course(tmp_path, {"pooling.py": b"x = 1\n"}, infos=[(link, "/etc/passwd")])
+    assert sub.error and "symbolic link" in sub.error
+    assert list(sub.path.iterdir()) == []
+
+
+def test_zip_bomb_is_refused(tmp_path):
+    course, sub = _one_zip_course(tmp_path, {"cka.py": b"\0" * (20 * 1024 * 1024)})
+    assert sub.error and "zip bomb" in sub.error
+    assert list(sub.path.iterdir()) == []
+
+
+def test_zip_too_many_members_or_too_large_is_refused(tmp_path, monkeypatch):
+    many = {f"f{i}.txt": b"x" for i in range(subs.MAX_ZIP_MEMBERS + 1)}
+    _, sub = _one_zip_course(tmp_path / "a", many)
+    assert sub.error and "members" in sub.error
+    monkeypatch.setattr(subs, "MAX_ZIP_TOTAL_BYTES", 10_000)
+    _, sub = _one_zip_course(tmp_path / "b", {"cka.py": os.urandom(6000), "pooling.py": os.urandom(6000)},
+                             compression=zipfile.ZIP_STORED)
+    assert sub.error and "expands to more than" in sub.error
+
+
+def test_broken_or_ambiguous_zips_give_errors_not_exceptions(tmp_path):
+    course = tmp_path / "course"
+    d = course / "submitted" / "ann" / ASSIGNMENT
+    d.mkdir(parents=True)
+    (d / "work.zip").write_bytes(b"this is not a zip")
+    d2 = course / "submitted" / "ben" / ASSIGNMENT
+    _write_zip(d2 / "a.zip", {"cka.py": b""})
+    _write_zip(d2 / "b.zip", {"cka.py": b""})
+    d3 = course / "submitted" / "cid" / ASSIGNMENT
+    d3.mkdir(parents=True)
+    (d3 / "cka.py").write_text("x = 1\n")
+    (d3 / "old.zip").write_bytes(b"junk")  # source files present: the folder is graded, the zip ignored
+    (course / "submitted" / "dee").mkdir()  # no week7 submission at all: not listed
+    got = {s.student: s for s in list_submissions(course, ASSIGNMENT)}
+    assert sorted(got) == ["ann", "ben", "cid"]
+    assert "not a readable zip" in got["ann"].error
+    assert "2 zip files" in got["ben"].error
+    assert got["cid"].error is None and got["cid"].path == d3
+
+
+def test_read_submission_sources_refuses_large_undecodable_and_linked_files(tmp_path):
+    (tmp_path / "cka.py").write_text("def linear_cka(X, Y):\n    return 0.5\n")
+    (tmp_path / "pooling.py").write_bytes(b"x = '\xff\xfe'\n")
+    (tmp_path / "siamese.py").write_bytes(b"#" * (subs.MAX_SOURCE_BYTES + 1))
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for students")
+    os.symlink(secret, tmp_path / "retrieval.py")
+    (tmp_path / "helpers.py").write_text("ignored = True\n")
+    sources = read_submission_sources(tmp_path)
+    assert sorted(sources) == ["cka.py", "pooling.py", "retrieval.py", "siamese.py"]
+    assert sources["cka.py"].startswith("def linear_cka")
+    assert set(sources.problems) == {"pooling.py", "retrieval.py", "siamese.py"}
+    assert "UTF-8" in sources.problems["pooling.py"]
+    assert "at most" in sources.problems["siamese.py"]
+    assert "symbolic link" in sources.problems["retrieval.py"]
+    assert "not for students" not in "".join(sources.values())
+    with pytest.raises(ImportError, match="pooling.py could not be read"):
+        exec(compile(sources["pooling.py"], "pooling.py", "exec"), {})
+    assert read_submission_sources(tmp_path / "missing") == {}
+
+
+def test_cohort_export_and_feedback_split_over_processes(tmp_path):
+    """The cohort path: 50 results recorded through one open gradebook, then `nbgrader export` and two
+    `generate_feedback` processes side by side. Each student appears once in grades.csv and gets
+    exactly one feedback page with their own score."""
+    course = tmp_path / "cohort"
+    (course / "submitted").mkdir(parents=True)
+    init_course(course, ASSIGNMENT, max_points=MAX_POINTS)
+    students = [f"s{i:02d}" for i in range(50)]
+    with keep_gradebook_open(course):
+        for i, student in enumerate(students):
+            result = error_result(student, ASSIGNMENT, "set-up", MAX_POINTS)
+            result["tests"][0].update(outcome="passed", points=float(i % 7), message="")
+            result["score"] = float(i % 7)
+            record_result(course, result)
+    grades, feedback = export_and_feedback(course, ASSIGNMENT, students=students, processes=2)
+    with open(grades, newline="") as handle:
+        rows = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+    assert rows == {s: float(i % 7) for i, s in enumerate(students)}
+    pages = sorted(p.parent.parent.name for p in feedback.glob(f"*/{ASSIGNMENT}/{ASSIGNMENT}.html"))
+    assert pages == students
+    for i in (0, 13, 49):
+        page = (feedback / students[i] / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+        assert f"Score: {float(i % 7):.1f} / {sum(MAX_POINTS.values()):.1f}" in page
+
+
+def test_results_schema_accepts_what_the_kit_writes_and_rejects_the_rest(tmp_path):
+    """results.schema.json is the published format: every results.json goes through it when written."""
+    from bertlab_grader.course import RESULTS_SCHEMA, check_results_schema
+
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(json.loads(RESULTS_SCHEMA.read_text()))
+    good = validate_result(error_result("erin", ASSIGNMENT, "not accepted", MAX_POINTS))
+    good.update(submission_digest="sha256:" + "0" * 64, sandboxed=True)
+    check_results_schema(good)
+    path = write_results_json(tmp_path, good)
+    assert json.loads(path.read_text()) == good
+    for broken, where in [({**good, "sandboxed": "yes"}, "sandboxed"),
+                          ({**good, "submission_digest": "md5:1"}, "submission_digest"),
+                          ({**good, "tests": [{**good["tests"][0], "outcome": "crashed"}]}, "tests/0/outcome"),
+                          ({**good, "surprise": 1}, "(top level)")]:
+        with pytest.raises(ValueError, match=where):
+            check_results_schema(broken)

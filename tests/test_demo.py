@@ -1,0 +1,87 @@
+"""`bertlab demo`, the main job: the embedded cohort graded end to end, offline."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+TASKS = ("cka", "pooling", "siamese", "retrieval")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    course = tmp_path_factory.mktemp("demo") / "course"
+    proc = subprocess.run([sys.executable, "-m", "bertlab.cli", "demo", "--keep", str(course)],
+                          capture_output=True, text=True, cwd=KIT_ROOT, timeout=1500,
+                          env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    results = {p.parent.parent.name: json.loads(p.read_text())
+               for p in course.glob("autograded/*/week7/results.json")}
+    return {"proc": proc, "course": course, "results": results}
+
+
+def _task_points(result, task):
+    tests = [t for t in result["tests"] if t["task"] == task]
+    return sum(t["points"] for t in tests), sum(t["max_points"] for t in tests)
+
+
+def test_demo(demo):
+    proc = demo["proc"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for student in ("alice", "bob", "carol", "dave", "erin", "frank"):
+        assert student in proc.stdout, f"{student} missing from the printed gradebook"
+    assert "grades.csv" in proc.stdout and "feedback" in proc.stdout.lower()
+    assert sorted(demo["results"]) == ["alice", "bob", "carol", "dave", "erin", "frank"]
+
+
+def test_demo_scores_follow_the_cohort(demo):
+    r = demo["results"]
+    for task in TASKS:
+        got, full = _task_points(r["alice"], task)
+        assert got == full, f"the reference solution lost points in {task}"
+        assert _task_points(r["frank"], task) == (got, full), "the zip submission should equal the solution"
+        assert _task_points(r["bob"], task)[0] == 0, f"untouched stubs earned points in {task}"
+        assert _task_points(r["erin"], task)[0] == 0, f"the hostile submission earned points in {task}"
+    for task in ("cka", "pooling"):
+        assert _task_points(r["carol"], task)[0] == _task_points(r["carol"], task)[1]
+    for task in ("siamese", "retrieval"):
+        assert _task_points(r["carol"], task)[0] == 0
+    for task in ("cka", "pooling", "retrieval"):  # dave's bugs, from the mutant bank
+        got, full = _task_points(r["dave"], task)
+        assert got < full, f"dave's {task} bug was not caught"
+    assert _task_points(r["dave"], "siamese")[0] == _task_points(r["dave"], "siamese")[1], \
+        "dave's siamese.py is correct: a bug elsewhere must not cost siamese points"
+
+
+def test_demo_gradebook_and_feedback(demo):
+    course = demo["course"]
+    with open(course / "grades.csv", newline="") as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    for student, result in demo["results"].items():
+        assert float(rows[student]["score"]) == pytest.approx(result["score"])
+        page = (course / "feedback" / student / "week7" / "week7.html").read_text()
+        assert result["tests"][0]["name"] in page
+    hidden_lines = [line.strip() for path in (KIT_ROOT / "tests" / "hidden").glob("test_*.py")
+                    for line in path.read_text().splitlines() if len(line.strip()) > 40]
+    feedback = "\n".join(p.read_text() for p in course.glob("feedback/*/week7/*"))
+    leaked = [line for line in hidden_lines if line in feedback]
+    assert not leaked, f"hidden test source reached the feedback: {leaked[:2]}"
+
+
+def test_demo_hostile_submission_left_no_trace(demo):
+    assert not Path("/tmp/erin-was-here").exists(), "the hostile submission wrote outside its sandbox"
+    messages = " ".join(t["message"] for t in demo["results"]["erin"]["tests"])
+    assert "BEGIN SOLUTION" not in messages and "def linear_cka" not in messages
+
+
+def test_demo_results_match_the_published_schema(demo):
+    from bertlab_grader.course import check_results_schema
+
+    for student, result in demo["results"].items():
+        check_results_schema(result)
+        assert result["sandboxed"] is True and result["submission_digest"].startswith("sha256:"), student

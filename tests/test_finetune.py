@@ -1,0 +1,117 @@
+"""bertlab.finetune: presets, the Trainer loop on tiny models and data (seconds), the from-scratch classifier."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from bertlab import datasets, finetune
+from bertlab.models import load_tokenizer, tiny_bert_config
+from bertlab_grader.reference.pooling import masked_mean_pool
+
+TINY = finetune.get_settings("fast", n_train=16, n_eval=16, max_length=24, batch_size=8, scratch_d_model=16)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer("minilm")
+
+
+@pytest.fixture(scope="module")
+def reviews():
+    return datasets.split_train_eval(TINY.n_train, TINY.n_eval, seed=0)
+
+
+def _tiny_sequence_classifier():
+    from transformers import BertForSequenceClassification
+
+    config = tiny_bert_config()
+    config.num_labels = 2
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return BertForSequenceClassification(config)
+
+
+def test_the_lesson_preset_is_the_lesson_run():
+    lesson = finetune.PRESETS["lesson"]
+    assert (lesson.n_train, lesson.n_eval, lesson.epochs, lesson.learning_rate, lesson.batch_size) == (5000, 1000, 5, 2e-5, 4)
+    assert lesson.eval_each_epoch, "the lesson evaluated every epoch and kept the best one"
+
+
+def test_the_cpu_preset_is_cpu_sized():
+    cpu = finetune.PRESETS["cpu"]
+    assert 1000 <= cpu.n_train <= 2000 and cpu.n_eval == 500 and cpu.epochs == 1
+    assert cpu.max_length == 128 and cpu.batch_size == 16
+
+
+def test_get_settings_overrides_and_rejects_unknown_presets():
+    assert finetune.get_settings("cpu", epochs=2).epochs == 2
+    assert finetune.get_settings(TINY) is TINY
+    with pytest.raises(ValueError, match="unknown preset 'gpu'"):
+        finetune.get_settings("gpu")
+
+
+def _check_result(result: dict, settings: finetune.FinetuneSettings):
+    assert 0.0 <= result["accuracy"] <= 1.0
+    assert result["n_train"] == settings.n_train and result["n_eval"] == settings.n_eval
+    assert result["steps"] == math.ceil(settings.n_train / settings.batch_size) * settings.epochs
+    steps = [step for step, _ in result["losses"]]
+    assert steps == sorted(steps) and steps[0] == 1 and len(steps) >= 2
+    assert all(math.isfinite(loss) and loss > 0 for _, loss in result["losses"])
+    assert result["minutes"] > 0 and result["parameters"] >= result["trainable_parameters"] > 0
+
+
+def test_finetune_classifier_on_a_tiny_model(tokenizer, reviews):
+    train, held_out = reviews
+    result = finetune.finetune_classifier(_tiny_sequence_classifier(), train, held_out, preset=TINY,
+                                          tokenizer=tokenizer, verbose=False)
+    _check_result(result, TINY)
+    assert result["epoch_accuracy"] == []  # evaluated once, at the end
+
+
+def test_finetune_classifier_needs_the_tokenizer_of_a_model_object(reviews):
+    with pytest.raises(ValueError, match="tokenizer"):
+        finetune.finetune_classifier(_tiny_sequence_classifier(), *reviews, preset=TINY)
+
+
+def test_finetune_classifier_loads_the_packaged_minilm_by_name(tokenizer, reviews):
+    train, held_out = reviews
+    settings = finetune.get_settings(TINY, n_train=8, n_eval=8, max_length=16, batch_size=4)
+    result = finetune.finetune_classifier("minilm", train[:8], held_out[:8], preset=settings, verbose=False)
+    assert result["parameters"] == 22_713_216 + 384 * 2 + 2  # MiniLM plus the new 2-way head
+    _check_result(result, settings)
+
+
+def test_train_from_scratch_is_seeded_and_prints_progress(tokenizer, reviews, capsys):
+    train, held_out = reviews
+    first = finetune.train_from_scratch(train, held_out, tokenizer, masked_mean_pool, preset=TINY)
+    second = finetune.train_from_scratch(train, held_out, tokenizer, masked_mean_pool, preset=TINY, verbose=False)
+    _check_result(first, TINY)
+    assert first["losses"] == second["losses"] and first["accuracy"] == second["accuracy"]
+    out = capsys.readouterr().out
+    assert "[from scratch] step 1/2: training loss" in out and "held-out accuracy" in out
+
+
+def test_evaluating_every_epoch_keeps_the_per_epoch_accuracy(tokenizer, reviews):
+    train, held_out = reviews
+    settings = finetune.get_settings(TINY, epochs=2, eval_each_epoch=True)
+    result = finetune.train_from_scratch(train, held_out, tokenizer, masked_mean_pool, preset=settings, verbose=False)
+    _check_result(result, settings)
+    assert [epoch for epoch, _ in result["epoch_accuracy"]] == [1.0, 2.0]
+    # load_best_model_at_end: the final accuracy is the best epoch's.
+    assert result["accuracy"] == pytest.approx(max(acc for _, acc in result["epoch_accuracy"]))
+
+
+def test_scratch_classifier_shapes_and_padding_invariance(tokenizer):
+    model = finetune.scratch_classifier(len(tokenizer), tokenizer.pad_token_id, masked_mean_pool, d_model=16).eval()
+    assert not any(p.requires_grad is False for p in model.parameters()), "everything trains from scratch"
+    batch = tokenizer(["a fine film", "dull"], padding=True, return_tensors="pt")
+    padded = tokenizer(["a fine film", "dull"], padding="max_length", max_length=12, return_tensors="pt")
+    with torch.no_grad():
+        out = model(batch["input_ids"], batch["attention_mask"], labels=torch.tensor([1, 0]))
+        out_padded = model(padded["input_ids"], padded["attention_mask"])
+    assert out.logits.shape == (2, 2) and out.loss.dim() == 0
+    torch.testing.assert_close(out.logits, out_padded.logits, atol=1e-5, rtol=1e-5)
+    assert out_padded.loss is None

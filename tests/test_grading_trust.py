@@ -1,0 +1,313 @@
+"""Grading that never lies: grader failures are never grades, preflight, resubmissions, every folder
+accounted for, instructor mistakes change nothing, documented exit codes.
+
+Run for real: `bertlab grade` as a command, real bubblewrap sandboxes, a real nbgrader gradebook.
+Stub submissions keep most runs short (every hidden test fails at once with "not implemented").
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertlab_grader.failures import GraderFailure
+from bertlab_grader.kit import reference_sources
+from bertlab_grader.preflight import shortfall
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+STUBS = {name: (KIT_ROOT / "exercises" / name).read_text() for name in ("cka.py", "pooling.py", "siamese.py", "retrieval.py")}
+BWRAP = shutil.which("bwrap")
+needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
+
+
+def _bertlab(*args, env=None, cwd=KIT_ROOT):
+    return subprocess.run([sys.executable, "-m", "bertlab.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=900, env=env)
+
+
+def _submit(course: Path, student: str, files: dict[str, str]) -> Path:
+    folder = course / "submitted" / student / "week7"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def _graded(course: Path) -> list[str]:
+    return sorted(p.parent.parent.name for p in course.glob("autograded/*/week7/results.json"))
+
+
+def _gradebook_students(course: Path) -> list[str]:
+    db = course / "gradebook.db"
+    if not db.exists():
+        return []
+    with sqlite3.connect(db) as conn:
+        return sorted(row[0] for row in conn.execute(
+            "SELECT student_id FROM submitted_assignment JOIN assignment ON assignment.id = assignment_id "
+            "WHERE assignment.name = 'week7'"))
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with a hash of its bytes: "nothing changed" is checked on content."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _broken_bwrap(folder: Path, fail_for: str) -> dict[str, str]:
+    """An environment whose PATH starts with a ``bwrap`` stand-in that runs the real bubblewrap except
+    when its command line contains ``fail_for`` (then it exits 1 like a bwrap denied its namespaces)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stand_in = folder / "bwrap"
+    stand_in.write_text(f"""#!/bin/sh
+case "$*" in
+  *{fail_for}*) echo "bwrap: setting up uid map: Permission denied" >&2; exit 1 ;;
+esac
+exec {BWRAP} "$@"
+""")
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+# ----------------------------------------------------------------------------- unit: what is a grade
+
+class _BrokenSandboxImpl:
+    """An ``impl`` whose every use fails the way a sandbox that cannot start does."""
+
+    def __getattr__(self, name):
+        from bertlab_grader.sandbox import SandboxError
+
+        raise SandboxError("the sandbox worker did not start (stand-in)")
+
+
+def test_a_sandbox_failure_is_not_a_grade():
+    from bertlab_grader.scoring import run_hidden_suite
+
+    with pytest.raises(GraderFailure, match="did not start"):
+        run_hidden_suite(_BrokenSandboxImpl(), student="s", tasks=["cka"], hints=False)
+
+
+def test_preflight_shortfall_ignores_performance_only():
+    tests = [{"task": "cka", "name": "t1", "outcome": "passed", "points": 2.0, "max_points": 2.0, "message": ""},
+             {"task": "performance", "name": "t2", "outcome": "failed", "points": 1.0, "max_points": 5.0,
+              "message": "slow"}]
+    assert shortfall({"tests": tests}) is None
+    tests.append({"task": "pooling", "name": "t3", "outcome": "error", "points": 0.0, "max_points": 3.0,
+                  "message": "Your code raised ValueError"})
+    assert shortfall({"tests": tests}) == "pooling/t3 (error): Your code raised ValueError"
+
+
+def test_reference_sources_have_no_fences():
+    sources = reference_sources()
+    assert sorted(sources) == sorted(STUBS)
+    assert not any("BEGIN SOLUTION" in text for text in sources.values())
+
+
+def test_student_text_never_names_a_path_or_kit_frame():
+    from bertlab_grader.scoring import error_message, scrub
+
+    text = ('the sandbox said:\nTraceback (most recent call last):\n'
+            f'  File "{KIT_ROOT}/grader/sandbox/worker.py", line 813, in <module>\n    main()\n'
+            '  File "cka.py", line 4, in linear_cka\n    raise ValueError("bad")\n'
+            f'ValueError: bad shape, see {KIT_ROOT}/solutions/cka.py and /srv/x/y')
+    clean = scrub(text)
+    assert str(KIT_ROOT) not in clean and "worker.py" not in clean and "/srv/x" not in clean
+    assert 'File "cka.py", line 4' in clean and "raise ValueError" in clean, "the student's own frames stay"
+    assert str(KIT_ROOT) not in error_message(ValueError(text), "call")
+
+
+# ----------------------------------------------------------------------- instructor mistakes (exit 2)
+
+def test_unknown_assignment_lists_the_known_ones_and_changes_nothing(tmp_path):
+    course = tmp_path / "course"
+    _submit(course, "s1", STUBS)
+    before = _tree(course)
+    proc = _bertlab("grade", str(course), "--assignment", "week8")
+    assert proc.returncode == 2, proc.stderr
+    assert "unknown assignment 'week8'" in proc.stderr and "week7" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert _tree(course) == before, "an unknown assignment must leave the course untouched"
+    assert not (course / "source").exists() and not (course / "gradebook.db").exists()
+
+
+@pytest.mark.parametrize("case", ["missing course", "no submitted", "empty submitted", "bad gradebook"])
+def test_course_mistakes_get_one_line(tmp_path, case):
+    course = tmp_path / "course"
+    extra = []
+    if case == "no submitted":
+        course.mkdir()
+    elif case == "empty submitted":
+        (course / "submitted").mkdir(parents=True)
+    elif case == "bad gradebook":
+        _submit(course, "s1", STUBS)
+        extra = ["--db-url", f"sqlite:///{tmp_path}/no-such-folder/gradebook.db"]
+    proc = _bertlab("grade", str(course), *extra)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    expected = {"missing course": "no course folder", "no submitted": "no submitted/ folder",
+                "empty submitted": "is empty", "bad gradebook": "does not exist"}[case]
+    assert expected in proc.stderr
+
+
+def test_grade_one_usage_errors_are_one_line(tmp_path):
+    proc = _bertlab("grade-one", str(tmp_path / "nobody"))
+    assert proc.returncode == 2 and "not a directory" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "empty").mkdir()
+    proc = _bertlab("grade-one", str(tmp_path / "empty"))
+    assert proc.returncode == 2 and "holds none of" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------- real cohort runs
+
+@needs_bwrap
+def test_a_cohort_through_broken_and_working_sandboxes(tmp_path):
+    """One course through the situations of a term (three grading runs, to keep the suite short):
+
+    1. From a virtualenv that is not activated (PATH without this Python's bin: nbgrader runs
+       `alembic` by name): two students graded; three folders holding no submission are named in
+       the summary and never become zero grades.
+    2. A grader failure is never a grade: with a bwrap that cannot start the grading worker, the new
+       and the changed submissions get no results.json, no gradebook row and no feedback; the run
+       exits 1 and names them. With a bwrap that cannot even start, grading refuses and names the fix.
+    3. The rerun with the real bubblewrap grades exactly them (and s2, named by --regrade).
+    4. Unchanged submissions are skipped; a --regrade id without a submission is a usage error.
+    """
+    course = tmp_path / "course"
+    for student in ("s1", "s2"):
+        _submit(course, student, STUBS)
+    (course / "submitted/loose").mkdir(parents=True)
+    (course / "submitted/loose/cka.py").write_text(STUBS["cka.py"])
+    (course / "submitted/nb/week7").mkdir(parents=True)
+    (course / "submitted/nb/week7/week7.ipynb").write_text("{}")
+    (course / "submitted/empty").mkdir(parents=True)
+
+    not_activated = {**os.environ, "PATH": "/usr/bin:/bin"}
+    first = _bertlab("grade", str(course), "--workers", "1", env=not_activated, cwd="/")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert _graded(course) == ["s1", "s2"] and _gradebook_students(course) == ["s1", "s2"]
+    out = first.stdout
+    assert "folders under submitted/ holding no submission (not graded): 3" in out
+    assert "submitted/loose: found cka.py directly in submitted/loose/ (no week7/ folder)" in out
+    assert "submitted/nb/week7: found notebook(s) week7.ipynb but no .py files" in out
+    assert "submitted/empty: found an empty folder" in out
+    with open(course / "grades.csv", newline="") as handle:
+        rows = [row["student_id"] for row in csv.DictReader(handle) if row["assignment"] == "week7"]
+    assert sorted(rows) == ["s1", "s2"], "folders without a submission must not become zero grades"
+    s1_before = (course / "autograded/s1/week7/results.json").read_text()
+
+    _submit(course, "s3", {**STUBS, "pooling.py": STUBS["pooling.py"] + "\n# changed\n"})
+    (course / "submitted/s1/week7/cka.py").write_text(STUBS["cka.py"] + "\n# resubmitted\n")
+    broken = _broken_bwrap(tmp_path / "broken-bin", fail_for="worker.py")  # probes pass, the worker fails
+    second = _bertlab("grade", str(course), "--workers", "1", env=broken)
+    assert second.returncode == 1, second.stdout[-2000:] + second.stderr[-3000:]
+    assert _graded(course) == ["s1", "s2"], "a grader failure must not write results.json"
+    assert (course / "autograded/s1/week7/results.json").read_text() == s1_before
+    assert _gradebook_students(course) == ["s1", "s2"], "a grader failure must not reach the gradebook"
+    assert not (course / "feedback/s3").exists()
+    out = second.stdout + second.stderr
+    assert "not graded because of the grader: 2" in out
+    assert "    s1: " in out and "    s3: " in out and "Traceback" not in out
+    assert "earlier result, for files that have since changed, stands" in out, "s1's old grade is still shown"
+
+    refused = _bertlab("grade", str(course), env=_broken_bwrap(tmp_path / "broken-all", fail_for=""))
+    assert refused.returncode == 1 and "bubblewrap" in refused.stderr and "--unsafe-no-sandbox" in refused.stderr
+    assert _graded(course) == ["s1", "s2"] and _gradebook_students(course) == ["s1", "s2"]
+
+    third = _bertlab("grade", str(course), "--workers", "1", "--regrade", "s2")
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "Grading 3 submission(s)" in third.stderr
+    assert "graded: 3 (s1, s2, s3)" in third.stdout and "graded again because" in third.stdout
+    assert _graded(course) == ["s1", "s2", "s3"] and _gradebook_students(course) == ["s1", "s2", "s3"]
+    for student in ("s1", "s2", "s3"):
+        result = json.loads((course / f"autograded/{student}/week7/results.json").read_text())
+        assert result["sandboxed"] is True and result["submission_digest"].startswith("sha256:")
+
+    unchanged = _bertlab("grade", str(course))  # nothing new: no worker starts
+    assert unchanged.returncode == 0 and "Grading 0 submission(s)" in unchanged.stderr
+    assert "unchanged since last grading (skipped): 3" in unchanged.stdout
+    nobody = _bertlab("grade", str(course), "--regrade", "zoe")
+    assert nobody.returncode == 2 and "zoe" in nobody.stderr and "Traceback" not in nobody.stderr
+
+
+def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
+    """--regrade-all picks every submission, unchanged or not (the selection alone, without a run)."""
+    from bertlab_grader import runner
+
+    course = tmp_path / "course"
+    for student in ("s1", "s2"):
+        _submit(course, student, STUBS)
+    chosen = {}
+
+    def fake_pool(todo, *args, **kwargs):
+        chosen["todo"] = [s.student for s in todo]
+        raise runner.RunStopped("stopped by the test")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(runner, "_pool_results", fake_pool)
+    monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
+    monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
+    from bertlab_grader import course as nbcourse
+
+    # Only the selection is under test: no gradebook, export or feedback.
+    monkeypatch.setattr(nbcourse, "init_course", lambda *a, **k: None)
+    monkeypatch.setattr(nbcourse, "record_result", lambda *a, **k: None)
+    monkeypatch.setattr(nbcourse, "export_and_feedback", lambda *a, **k: (None, None))
+    monkeypatch.setattr(nbcourse, "keep_gradebook_open", lambda *a, **k: __import__("contextlib").nullcontext())
+
+    for student in ("s1", "s2"):  # both graded before, with the digests of their current files
+        sub = nbcourse.Submission(student, course / "submitted" / student / "week7")
+        result = nbcourse.error_result(student, "week7", "x", {"cka": 1.0})
+        result["submission_digest"] = nbcourse.submission_digest(sub)
+        nbcourse.write_results_json(course, result)
+    summary = runner.run_course(course, "week7", quiet=True)
+    assert chosen["todo"] == [] and sorted(summary.unchanged) == ["s1", "s2"]
+    summary = runner.run_course(course, "week7", quiet=True, regrade_all=True)
+    assert chosen["todo"] == ["s1", "s2"] and summary.exit_code == 1 and summary.stopped
+
+
+@needs_bwrap
+def test_preflight_stops_the_run_when_the_reference_fails(tmp_path):
+    """A kit whose reference solution raises grades nobody: the preflight names the failing test."""
+    kit = tmp_path / "kit copy"
+    for part in ("bertlab", "grader", "solutions", "exercises", "tests"):
+        shutil.copytree(KIT_ROOT / part, kit / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(KIT_ROOT / "pyproject.toml", kit / "pyproject.toml")
+    cka = kit / "solutions" / "cka.py"
+    cka.write_text(cka.read_text().replace("def linear_cka(X, Y", "def _linear_cka(X, Y", 1)
+                   + "\n\ndef linear_cka(X, Y, *args, **kwargs):\n    raise RuntimeError('broken reference')\n")
+    course = tmp_path / "course"
+    _submit(course, "s1", STUBS)
+    env = {**os.environ, "PYTHONPATH": str(kit)}
+    proc = _bertlab("grade", str(course), "--workers", "1", env=env, cwd=kit)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout + proc.stderr
+    assert "Preflight failed" in out and "no student was graded" in out, out
+    assert "First problem: cka/" in out and "broken reference" in out, "the first failing test is named"
+    assert _graded(course) == [] and _gradebook_students(course) == []
+
+
+@needs_bwrap
+def test_doctor(tmp_path):
+    """One line per check; exit 0 on a healthy machine, 1 with a FAIL line when bubblewrap cannot work."""
+    course = tmp_path / "course"
+    _submit(course, "s1", STUBS)
+    healthy = _bertlab("doctor", str(course))
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr[-2000:]
+    lines = healthy.stdout.strip().splitlines()
+    assert [line.split()[1] for line in lines] == ["bubblewrap", "model", "course", "gradebook", "preflight"]
+    assert all(line.startswith("ok") for line in lines), healthy.stdout
+    assert not (course / "gradebook.db").exists(), "doctor must not create the gradebook"
+
+    broken = _bertlab("doctor", "--no-preflight", env=_broken_bwrap(tmp_path / "bin", fail_for=""))
+    assert broken.returncode == 1
+    assert broken.stdout.startswith("FAIL  bubblewrap") and "Traceback" not in broken.stdout + broken.stderr

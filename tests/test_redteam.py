@@ -1,0 +1,284 @@
+"""Hostile submissions (tests/redteam_submissions/) against the sandbox.
+
+Each test runs one hostile submission and checks that the harm stays inside: no false pass, nothing
+read or written that the grader keeps to itself, the trusted process untouched. Then an honest
+submission runs in the SAME Sandbox and must still get correct results, so nothing leaks from one
+student to the next.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertlab_grader.remote import Remote, StudentError, SubmissionCrashed, SubmissionTimeout
+from bertlab_grader.sandbox import launcher
+from bertlab_grader.sandbox.launcher import Sandbox
+
+KIT = Path(__file__).resolve().parents[2]
+SAMPLES = Path(__file__).resolve().parent / "redteam_submissions"
+G = torch.Generator().manual_seed(7)
+X, Y = torch.randn(12, 5, generator=G), torch.randn(12, 3, generator=G)
+
+
+def sources(name: str) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((SAMPLES / name).glob("*.py"))}
+
+
+def reference_cka(X, Y) -> float:
+    X, Y = X.double() - X.double().mean(0), Y.double() - Y.double().mean(0)
+    return float((Y.T @ X).norm() ** 2 / ((X.T @ X).norm() * (Y.T @ Y).norm()))
+
+
+@pytest.fixture(scope="module")
+def sb():
+    # Skipped only where bubblewrap is not installed at all. Where it is installed but cannot create
+    # its namespaces, Sandbox() raises SandboxUnavailable and every test here fails: that is a broken
+    # sandbox, and a skip would hide it.
+    if launcher._find_bwrap() is None:
+        pytest.skip("bubblewrap (bwrap) is not installed: the red-team suite needs the real sandbox")
+    # No MiniLM here (no test needs it), and a smaller memory budget so the hoarder fails fast.
+    sandbox = Sandbox(kit_root=KIT, hide=[], timeout_s=3.0, memory_mb=1024, preload=(), control_timeout_s=3.0)
+    assert sandbox.isolated
+    sandbox.wait_ready()
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture(autouse=True)
+def honest_student_afterwards(request):
+    """After every hostile session: an honest submission, same Sandbox, correct results."""
+    yield
+    if "sb" not in request.fixturenames:
+        return
+    sandbox = request.getfixturevalue("sb")
+    with sandbox.session(sources("correct")) as impl:
+        assert impl.cka.linear_cka(X, Y) == pytest.approx(reference_cka(X, Y), abs=1e-12)
+        assert impl.import_errors() == {}
+    assert sandbox_processes(sandbox) == ["python"]  # the template alone: the student left nothing
+
+
+def sandbox_processes(sandbox) -> list[str]:
+    """Live processes inside the sandbox (below bwrap's two processes), by command name."""
+    parents, names = {}, {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if rest[0] != "Z":
+            parents.setdefault(int(rest[1]), []).append(int(entry))
+            names[int(entry)] = name
+    found, stack = [], [sandbox._proc.pid]
+    while stack:
+        pid = stack.pop()
+        if names.get(pid) != "bwrap" and pid != sandbox._proc.pid:
+            found.append(names.get(pid, "?"))
+        stack.extend(parents.get(pid, ()))
+    return sorted(found)
+
+
+def test_monkeypatching_torch_numpy_pytest_stays_in_the_worker(sb):
+    with sb.session(sources("monkeypatch")) as impl:
+        value = impl.cka.linear_cka(X, Y)
+        # pooling.py sabotaged the worker itself (isinstance, json): it fails, it does not pass
+        with pytest.raises(StudentError):
+            impl.pooling.masked_mean_pool(torch.ones(1, 2, 3), torch.ones(1, 2))
+        assert impl.cka.linear_cka(X, Y) == value  # cka still answers after pooling's crash
+    # The trusted process's comparisons are its own, and judge the wrong answer wrong.
+    assert value == 0.5 and not math.isclose(value, reference_cka(X, Y))
+    assert not torch.allclose(torch.tensor(value), torch.tensor(reference_cka(X, Y)))
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(value, reference_cka(X, Y))
+    assert value != pytest.approx(reference_cka(X, Y))
+    assert not np.allclose(value, reference_cka(X, Y)) and isinstance(value, float)
+    assert not torch.equal(torch.zeros(1), torch.ones(1))
+
+
+def test_always_equal_objects_stay_handles(sb):
+    with sb.session(sources("always_equal")) as impl:
+        liar = impl.cka.linear_cka(X, Y)
+        matrix = impl.cka.cka_matrix([X, Y])
+        pooled = impl.pooling.masked_mean_pool(torch.ones(2, 3, 4), torch.ones(2, 3))
+    assert isinstance(liar, Remote) and liar != 1.0 and liar != reference_cka(X, Y)
+    with pytest.raises(TypeError, match="Liar"):
+        float(liar)
+    with pytest.raises(TypeError, match="Liar"):
+        assert liar
+    with pytest.raises((TypeError, AssertionError)):
+        torch.testing.assert_close(liar, reference_cka(X, Y))
+    assert liar != pytest.approx(reference_cka(X, Y))
+    # The tensor subclass crossed as plain data: its lying __eq__ stayed behind.
+    assert type(matrix) is torch.Tensor
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(matrix, torch.ones(2, 2))
+    assert all(isinstance(p, Remote) for p in pooled)
+    with pytest.raises((TypeError, AssertionError, ValueError)):
+        torch.testing.assert_close(pooled, torch.ones(2, 4))
+
+
+def test_cannot_read_solutions_hidden_tests_or_the_graders_memory(sb):
+    targets = [str(KIT / "solutions" / "*.py"), str(KIT / "tests" / "**" / "*.py"), str(KIT / "grader" / "*.py"),
+               str(KIT / ".git" / "config"), "/root/**", "/home/*", "/etc/shadow"]
+    with sb.session(sources("snoop")) as impl:
+        found = impl.cka.read_all(targets)
+        secrets = impl.cka.parent_secrets()
+        output = impl.output()
+    readable = {p: v for p, v in found.items() if not v.startswith(("ERR:", "DIR:"))}
+    assert set(readable) <= {str(KIT / "grader" / "__init__.py"), str(KIT / "grader" / "rpc.py")}, readable
+    assert "### BEGIN SOLUTION" not in output and "def test_" not in output
+    assert secrets["mem"].startswith("ERR") and secrets["environ"].startswith("ERR")
+    assert secrets["fd"].startswith("ERR") and secrets["uid"] == 65534
+    assert set(secrets["env"]) <= {"PATH", "HOME", "LANG", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "HF_HUB_OFFLINE",
+                                   "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "TOKENIZERS_PARALLELISM",
+                                   "XDG_CACHE_HOME", "MPLCONFIGDIR", "TMPDIR", "PWD"}
+
+
+def test_cannot_write_outside_its_scratch_space(sb, tmp_path_factory):
+    gradebook = Path(os.environ.get("HOME", "/root")) / f".bertlab-redteam-gradebook-{os.getpid()}.db"
+    gradebook.write_text("alice,50\n")
+    try:
+        targets = [str(gradebook), str(KIT / "grader" / "rpc.py"), str(KIT / "bertlab" / "__init__.py"),
+                   "/var/tmp/redteam", "/etc/redteam", "/usr/lib/redteam", "/dev/shm/redteam"]
+        with sb.session(sources("writer")) as impl:
+            result = impl.cka.write_everywhere(targets)
+            scratch = impl.cka.write_scratch("note.txt", "for the next student")
+        assert all(r.startswith("ERR:") for r in result.values()), result
+        assert gradebook.read_text() == "alice,50\n"
+        assert not Path("/var/tmp/redteam").exists() and not Path("/etc/redteam").exists()
+        with sb.session(sources("writer")) as impl:  # the next student finds nothing left behind
+            assert impl.cka.read_scratch([scratch]) == {scratch: "ERR:FileNotFoundError"}
+    finally:
+        gradebook.unlink()
+
+
+def test_no_network_at_all(sb):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    with listener:
+        with sb.session(sources("network")) as impl:
+            result = impl.cka.connect_all([("127.0.0.1", listener.getsockname()[1]), ("8.8.8.8", 53),
+                                           ("1.1.1.1", 443), ("::1", listener.getsockname()[1])])
+        with pytest.raises(socket.timeout):
+            listener.accept()
+    assert not any(r in ("CONNECTED", "RESOLVED") for r in result.values()), result
+
+
+def test_fork_bomb_is_contained(sb):
+    started = time.monotonic()
+    with sb.session(sources("forkbomb"), call_timeout_s=2.0) as impl:
+        with pytest.raises(SubmissionTimeout):
+            impl.cka.linear_cka(X, Y)
+    assert time.monotonic() - started < 30
+    assert sandbox_processes(sb) == ["python"]
+
+
+def test_unbounded_allocation_fails_inside_the_sandbox(sb):
+    with sb.session(sources("memory"), call_timeout_s=20.0) as impl:
+        with pytest.raises(StudentError, match="MemoryError"):
+            impl.cka.linear_cka(X, Y)
+        with pytest.raises(RuntimeError, match="allocate"):
+            impl.cka.cka_matrix([X])
+
+
+def test_infinite_loop_times_out_and_the_next_call_works(sb):
+    with sb.session(sources("loop"), call_timeout_s=1.5) as impl:
+        # retrieval.py never finishes importing: it is blamed, and only it fails from then on
+        assert impl.cka.linear_cka(X, Y) == pytest.approx(reference_cka(X, Y))
+        with pytest.raises(SubmissionTimeout, match="retrieval.py did not finish importing"):
+            impl.retrieval.semantic_search(X, Y)
+        with pytest.raises(SubmissionTimeout):
+            impl.cka.cka_matrix([X, Y])
+        assert impl.cka.linear_cka(X, Y) == pytest.approx(reference_cka(X, Y))
+
+
+def test_exit_at_import_fails_only_that_module(sb):
+    with sb.session(sources("exit_at_import")) as impl:
+        errors = impl.import_errors()
+        assert set(errors) == {"cka", "siamese"}
+        with pytest.raises(SubmissionCrashed, match="cka.py crashed while importing"):
+            impl.cka.linear_cka(X, Y)
+        with pytest.raises(SubmissionCrashed, match="SystemExit"):
+            impl.siamese.create_sbert(None)
+        pooled = impl.pooling.masked_mean_pool(torch.ones(1, 2, 3), torch.ones(1, 2))
+    torch.testing.assert_close(pooled, torch.ones(1, 3))
+
+
+def test_exit_inside_a_call_is_a_crash_not_a_pass(sb):
+    with sb.session(sources("exit_in_call")) as impl:
+        with pytest.raises(SubmissionCrashed, match="exit code 0"):
+            impl.cka.linear_cka(X, Y)  # os._exit(0)
+        with pytest.raises(SubmissionCrashed, match="SystemExit"):
+            impl.cka.cka_matrix([X])  # sys.exit(0): in a fresh process, since the last one died
+        with pytest.raises(SubmissionCrashed, match="SIGSEGV"):
+            impl.cka.segfault()
+
+
+def test_ignoring_signals_does_not_save_a_loop(sb):
+    with sb.session(sources("signals"), call_timeout_s=1.0) as impl:
+        with pytest.raises(SubmissionTimeout):
+            impl.cka.linear_cka(X, Y)
+
+
+def test_flooding_stdout_is_truncated(sb):
+    started = time.monotonic()
+    with sb.session(sources("flood"), call_timeout_s=20.0) as impl:
+        assert impl.cka.linear_cka(X, Y) == 0.25
+        output = impl.output()
+    assert len(output) < 21_000 and "omitted" in output and output.endswith("LAST LINE OF THE FLOOD\n")
+    assert time.monotonic() - started < 15
+
+
+def test_garbage_on_its_descriptors_is_a_crash_then_recovery(sb):
+    with sb.session(sources("fd_garbage")) as impl:
+        with pytest.raises(SubmissionCrashed, match="protocol"):
+            impl.cka.linear_cka(X, Y)
+    with sb.session(sources("correct")) as impl:
+        assert impl.cka.linear_cka(X, Y) == pytest.approx(reference_cka(X, Y))
+
+
+def test_a_lingering_grandchild_does_not_reach_the_next_student(sb):
+    with sb.session(sources("grandchild")) as impl:
+        assert impl.cka.linear_cka(X, Y) == 1.0
+        assert len(impl.cka.others()) == 1  # the grandchild, alive while its session lasts
+    with sb.session(sources("grandchild")) as impl:
+        assert impl.cka.others() == []
+
+
+def test_killing_the_template_restarts_it(sb):
+    generation = sb.generation
+    with sb.session(sources("kill_template")) as impl:
+        try:
+            impl.cka.linear_cka(X, Y)
+        except SubmissionCrashed:
+            pass  # whether the reply beat the template's death is a race; both are fine
+    with sb.session(sources("correct")) as impl:
+        assert impl.cka.linear_cka(X, Y) == pytest.approx(reference_cka(X, Y))
+    assert sb.generation > generation
+
+
+def test_freezing_the_template_gets_it_replaced(sb):
+    generation = sb.generation
+    with sb.session(sources("stop_template")) as impl:
+        assert impl.cka.linear_cka(X, Y) == 1.0
+    assert sb.generation > generation  # it stopped answering, so it was replaced
+
+
+def test_system_v_shared_memory_does_not_carry_over_to_the_next_student(sb):
+    src = {"cka.py": "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                     "def get(create):\n"
+                     "    return libc.shmget(0xB3A7, 4096, (0o1000 | 0o600) if create else 0)\n"}
+    with sb.session(src) as impl:
+        assert impl.cka.get(True) >= 0  # a segment the next student could read
+    with sb.session(src) as impl:
+        assert impl.cka.get(False) == -1

@@ -1,0 +1,120 @@
+"""`bertlab grade` and `bertlab grade-one`, run for real as commands (sandbox, nbgrader gradebook).
+
+Stub submissions keep these fast: every hidden test fails at once with "not implemented". That the
+runner gives real points to real code is shown by tests/test_demo.py on the demo cohort.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+STUBS = {name: (KIT_ROOT / "exercises" / name).read_text() for name in ("cka.py", "pooling.py", "siamese.py", "retrieval.py")}
+
+
+def _bertlab(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "bertlab.cli", *args], capture_output=True, text=True,
+                          cwd=KIT_ROOT, timeout=600, **kwargs)
+
+
+def _submit(course: Path, student: str, files: dict[str, str]) -> None:
+    folder = course / "submitted" / student / "week7"
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+
+
+def test_grade_one_json(tmp_path):
+    submission = tmp_path / "zoe"
+    submission.mkdir()
+    for name, text in STUBS.items():
+        (submission / name).write_text(text)
+    proc = _bertlab("grade-one", str(submission), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    from bertlab_grader.course import check_results_schema
+
+    check_results_schema(result)
+    assert result["student"] == "zoe" and result["assignment"] == "week7"
+    assert result["score"] == 0 and result["max_score"] > 0
+    assert {t["task"] for t in result["tests"]} == {"cka", "pooling", "siamese", "retrieval", "performance"}
+    assert all(t["outcome"] != "passed" for t in result["tests"])
+    assert all(t["max_points"] > 0 for t in result["tests"])
+    assert any("not implemented" in t["message"].lower() or "notimplemented" in t["message"].lower()
+               for t in result["tests"]), "stub failures should say the task is not implemented"
+
+
+def test_grade_one_refuses_a_missing_directory(tmp_path):
+    proc = _bertlab("grade-one", str(tmp_path / "nobody"))
+    assert proc.returncode == 2 and "not a directory" in proc.stderr
+
+
+def test_grade_course_needs_submissions(tmp_path):
+    proc = _bertlab("grade", str(tmp_path))
+    assert proc.returncode == 2 and "submitted/" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_grade_course(tmp_path):
+    """Killed with SIGKILL mid-run, then rerun: every student graded exactly once, none lost."""
+    course = tmp_path / "course"
+    students = ["s1", "s2", "s3"]
+    for student in students:
+        _submit(course, student, STUBS)
+    cmd = [sys.executable, "-m", "bertlab.cli", "grade", str(course), "--workers", "1"]
+    first = subprocess.Popen(cmd, cwd=KIT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    deadline = time.monotonic() + 400
+    results = lambda: sorted(course.glob("autograded/*/week7/results.json"))  # noqa: E731
+    while not results() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)  # the grader and its workers and sandboxes, at once
+    first.wait()
+    graded_before = [p.parent.parent.name for p in results()]
+    assert 1 <= len(graded_before) < len(students), f"kill landed at a bad time: {graded_before}"
+    before = {p: json.loads(p.read_text()) for p in results()}
+
+    second = subprocess.run(cmd, cwd=KIT_ROOT, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    # Finished students are not graded again (only re-synced into the gradebook, unchanged).
+    remaining = len(students) - len(graded_before)
+    assert f"Grading {remaining} submission(s)" in second.stderr
+    assert f"{len(graded_before)} unchanged since last grading" in second.stderr
+    assert sorted(p.parent.parent.name for p in results()) == students
+    for path, result in before.items():
+        assert json.loads(path.read_text()) == result, f"{path} changed on the rerun"
+    with open(course / "grades.csv", newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["assignment"] == "week7"]
+    assert sorted(row["student_id"] for row in rows) == students, "each student once in the gradebook"
+    assert all(float(row["score"]) == 0.0 for row in rows)
+    for student in students:
+        assert (course / "feedback" / student / "week7" / "week7.html").is_file()
+
+
+def test_workers_fork_from_a_warm_fork_server_unless_told_to_spawn(monkeypatch):
+    """The fork server imports bertlab_grader.worker_preload (torch, MiniLM, reference data) once; with
+    BERTLAB_WORKER_START=spawn each worker starts a fresh interpreter instead."""
+    from bertlab_grader import runner
+
+    ctx = runner._context()
+    assert ctx.get_start_method() == "forkserver"
+    monkeypatch.setenv("BERTLAB_WORKER_START", "spawn")
+    assert runner._context().get_start_method() == "spawn"
+
+
+def test_worker_preload_leaves_torch_on_one_thread():
+    """Forking is only safe when no OpenMP pool exists yet: the preload limits torch to one thread
+    before any tensor work, and switches the tokenizers' pool off."""
+    code = ("import torch, os, bertlab_grader.worker_preload as p\n"
+            "print(torch.get_num_threads(), os.environ['TOKENIZERS_PARALLELISM'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["1", "false"]

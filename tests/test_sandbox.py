@@ -1,0 +1,564 @@
+"""The sandbox (grader/sandbox): correct results across the boundary, the fork-safety guard, isolation,
+and failing closed.
+
+One warm Sandbox serves the whole module (starting one costs seconds: torch, transformers, MiniLM).
+Where bubblewrap is not installed at all, the isolation tests are skipped and the rest run on the
+unisolated fallback; where it is installed but does not work, the module fails (a broken sandbox is
+not a missing one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from bertlab_grader.failures import GraderFailure
+from bertlab_grader.remote import StudentError, SubmissionCrashed, SubmissionTimeout
+from bertlab_grader.sandbox import SandboxUnavailable, bubblewrap_status, launcher
+from bertlab_grader.sandbox.launcher import FALLBACK_WARNING, Sandbox, SandboxError
+
+KIT = Path(__file__).resolve().parents[2]
+SAMPLES = Path(__file__).resolve().parent / "redteam_submissions"
+SECRET = "SECRET-GRADEBOOK-7f3a"
+BWRAP_INSTALLED = launcher._find_bwrap() is not None
+
+
+def sources(name: str, **extra: str) -> dict[str, str]:
+    found = {p.name: p.read_text() for p in sorted((SAMPLES / name).glob("*.py"))}
+    found.update({f"{k}.py": v for k, v in extra.items()})
+    return found
+
+
+def reference_cka(X, Y) -> float:
+    X, Y = X.double() - X.double().mean(0), Y.double() - Y.double().mean(0)
+    return float((Y.T @ X).norm() ** 2 / ((X.T @ X).norm() * (Y.T @ Y).norm()))
+
+
+@pytest.fixture(scope="module")
+def course():
+    """A fake course directory outside /tmp (which the sandbox hides anyway), with secrets in it."""
+    base = Path("/var/tmp") if Path("/var/tmp").is_dir() else Path.home()
+    root = Path(tempfile.mkdtemp(prefix="bertlab-course-", dir=base))
+    (root / "submitted" / "bob").mkdir(parents=True)
+    (root / "submitted" / "bob" / "cka.py").write_text(f"# {SECRET} bob's answer\n")
+    (root / "gradebook.db").write_text(SECRET)
+    loose = root.parent / f"{root.name}-gradebook.db"  # a file hidden on its own
+    loose.write_text(SECRET)
+    yield SimpleNamespace(root=root, loose=loose)
+    shutil.rmtree(root, ignore_errors=True)
+    loose.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def sandboxes(course):
+    """The isolated sandbox every test uses and a fallback one (rlimits only), warming up together."""
+    launcher._warned = False
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        fallback = Sandbox(kit_root=KIT, use_bwrap=False, preload=())
+    # Without bubblewrap installed, the tests of results still run (on the fallback); with it
+    # installed but broken this raises SandboxUnavailable and every test here fails.
+    main = Sandbox(kit_root=KIT, hide=[course.root, course.loose], timeout_s=20.0,
+                   unsafe_no_sandbox=not BWRAP_INSTALLED)
+    from bertlab.models import named_model
+
+    named_model("tiny-bert-seed0")  # the trusted side's own imports, while the templates warm up
+    yield SimpleNamespace(main=main, fallback=fallback, fallback_stderr=stderr.getvalue())
+    main.close()
+    fallback.close()
+
+
+@pytest.fixture(scope="module")
+def sb(sandboxes):
+    info = sandboxes.main.wait_ready()
+    print(f"\ntemplate start-up: {sandboxes.main.startup_s:.2f} s (worker set-up {info['setup_s']} s)")
+    return sandboxes.main
+
+
+# ----------------------------------------------------------------------------------- correctness
+
+def test_correct_submission_gives_correct_values(sb):
+    g = torch.Generator().manual_seed(0)
+    X, Y = torch.randn(20, 5, generator=g), torch.randn(20, 3, generator=g)
+    h = torch.randn(2, 4, 6, generator=g)
+    mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0]])
+    started = time.monotonic()
+    with sb.session(sources("correct")) as impl:
+        assert impl.import_errors() == {}
+        print(f"session start (fork + 4 imports): {time.monotonic() - started:.3f} s")
+        value = impl.cka.linear_cka(X, Y)
+        assert type(value) is float and value == pytest.approx(reference_cka(X, Y), abs=1e-12)
+        assert impl.cka.linear_cka(X.numpy(), Y.numpy()) == pytest.approx(value, abs=1e-12)
+        pooled = impl.pooling.masked_mean_pool(h, mask)
+        torch.testing.assert_close(pooled, torch.stack([h[0, :2].mean(0), torch.zeros(6)]))
+        with pytest.raises(ValueError, match="2-D"):
+            impl.cka.linear_cka(X[0], Y)
+        small = torch.randn(4, 8)
+        started = time.monotonic()
+        for _ in range(50):
+            impl.pooling.masked_mean_pool(small[None], torch.ones(1, 4))
+        print(f"round trip, small tensor: {(time.monotonic() - started) / 50 * 1000:.2f} ms per call")
+
+
+def test_forked_child_completes_parallel_ops_and_a_minilm_forward(sb):
+    """Guards the fork/OpenMP hang: the template ran MiniLM multi-threaded before forking."""
+    assert sb.info["threads"] >= 1
+    probe = ("import time, torch\n"
+             "def run(model, ids, mask):\n"
+             "    a = torch.randn(512, 512)\n"
+             "    (a @ a).sum()\n"
+             "    start = time.perf_counter()\n"
+             "    with torch.no_grad():\n"
+             "        out = model(input_ids=ids, attention_mask=mask).last_hidden_state\n"
+             "    return torch.get_num_threads(), time.perf_counter() - start, out.shape[0], bool(out.isfinite().all())\n")
+    ids = torch.randint(1000, 2000, (32, 16), generator=torch.Generator().manual_seed(0))
+    minilm = SimpleNamespace(_bertlab_model_name="minilm")  # rebuilt by name in the worker
+    with sb.session({"cka.py": probe}, call_timeout_s=30.0) as impl:
+        threads, seconds, batch, finite = impl.cka.run(minilm, ids, torch.ones_like(ids))
+    print(f"MiniLM forward, 32 sentences x 16 tokens, forked child: {seconds:.3f} s")
+    assert threads == 1 and batch == 32 and finite
+
+
+def test_a_students_changes_to_the_shared_model_do_not_reach_the_next_student(sb):
+    src = ("def vandalize(model):\n    model.embeddings.word_embeddings.weight.data.zero_()\n"
+           "def checksum(model):\n    return float(model.embeddings.word_embeddings.weight.abs().sum())\n")
+    minilm = SimpleNamespace(_bertlab_model_name="minilm")
+    with sb.session({"cka.py": src}) as impl:
+        before = impl.cka.checksum(minilm)
+        impl.cka.vandalize(minilm)
+        assert impl.cka.checksum(minilm) == 0.0
+    with sb.session({"cka.py": src}) as impl:
+        assert impl.cka.checksum(minilm) == before > 0
+
+
+def test_each_trusted_model_object_has_one_worker_copy(sb):
+    from bertlab.models import named_model
+
+    src = ("def same(a, b):\n    return a is b\n"
+           "def zero(model):\n    model.embeddings.word_embeddings.weight.data.zero_()\n"
+           "def total(model):\n    return float(model.embeddings.word_embeddings.weight.abs().sum())\n")
+    first, second = named_model("tiny-bert-seed5"), named_model("tiny-bert-seed5")
+    with sb.session({"cka.py": src}) as impl:
+        assert impl.cka.same(first, first) is True and impl.cka.same(first, second) is False
+        impl.cka.zero(first)  # as in process: changes to one model object stay with that object
+        assert impl.cka.total(first) == 0.0 and impl.cka.total(second) > 0
+
+
+def test_handles_methods_call_and_named_models(sb):
+    from bertlab.models import named_model
+
+    model = named_model("tiny-bert-seed0")
+    ids = torch.randint(1000, 2000, (3, 7), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, 4:] = 0
+    with torch.no_grad():
+        hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    m = mask.unsqueeze(-1).float()
+    expected = (hidden * m).sum(1) / m.sum(1)
+    with sb.session(sources("correct")) as impl:
+        sbert = impl.siamese.create_sbert(model)
+        assert "SiameseBert" in repr(sbert)
+        torch.testing.assert_close(sbert.encode(ids, mask), expected, atol=1e-5, rtol=1e-5)
+        scores = sbert(ids, mask, ids.flip(0), mask.flip(0))  # __call__ -> forward
+        torch.testing.assert_close(scores, torch.cosine_similarity(expected, expected.flip(0), dim=-1),
+                                   atol=1e-5, rtol=1e-5)
+        assert impl.siamese.SiameseBert(model).encode(ids, mask).shape == (3, 64)
+        with pytest.raises(TypeError, match="SiameseBert"):
+            float(sbert)
+        with pytest.raises(AttributeError):
+            sbert.no_such_method()
+
+
+def test_callbacks_stay_in_the_trusted_process(sb):
+    calls = []
+
+    def encode(texts):
+        calls.append(list(texts))
+        return torch.stack([torch.tensor([len(t), t.count("a") + 1.0]) for t in texts])
+
+    corpus = ["banana", "kiwi", "apple pie", "aaa"]
+    with sb.session(sources("correct")) as impl:
+        index = impl.retrieval.SemanticIndex(encode)
+        index.add(corpus)
+        assert len(index) == 4
+        hits = index.search("papaya", top_k=2)
+        assert calls == [corpus, ["papaya"]]  # counted here, where the student cannot touch the count
+        assert len(hits) == 1 and len(hits[0]) == 2
+        best = hits[0][0]
+        assert best == (best.corpus_id, best.score, corpus[best.corpus_id]) and type(best.corpus_id) is int
+        # A callable that calls back into the submission (nested requests both ways).
+        index2 = impl.retrieval.SemanticIndex(lambda texts: impl.pooling.masked_mean_pool(
+            encode(texts)[:, None, :], torch.ones(len(texts), 1)))
+        index2.add(["x", "yy"])
+        assert len(index2) == 2
+
+
+def test_student_exceptions_missing_and_broken_modules(sb):
+    broken = {"cka.py": "def linear_cka(X, Y):\n    return {}['missing']\n",
+              "siamese.py": "def create_sbert(m):\n    return (\n",  # SyntaxError: only siamese fails
+              "pooling.py": "class ShapeError(ValueError):\n    pass\n"
+                            "def masked_mean_pool(h, m):\n    raise ShapeError('wrong shape ' + 'x' * 10000)\n"}
+    with sb.session(broken) as impl:
+        assert set(impl.import_errors()) == {"siamese"}
+        with pytest.raises(KeyError) as info:
+            impl.cka.linear_cka(1, 2)
+        assert 'cka.py", line 2, in linear_cka' in str(info.value) and "worker.py" not in str(info.value)
+        with pytest.raises(ValueError) as info:
+            impl.pooling.masked_mean_pool(1, 2)
+        assert info.value.type_name == "ShapeError" and len(info.value.message) < 3000
+        with pytest.raises(StudentError, match="SyntaxError"):
+            impl.siamese.create_sbert(None)
+        with pytest.raises(StudentError, match="retrieval.py is not part of the submission"):
+            impl.retrieval.semantic_search(1, 2)
+
+
+def test_output_is_captured_and_truncated(sb):
+    chatty = {"cka.py": "import sys\nprint('at import')\n"
+                        "def linear_cka(X, Y):\n    print('x' * 100000)\n    print('done', file=sys.stderr)\n    return 0.5\n"}
+    with sb.session(chatty) as impl:
+        assert impl.cka.linear_cka(1, 2) == 0.5
+        out = impl.output()
+    assert out.startswith("at import\n") and out.rstrip().endswith("done")
+    assert len(out) < 21_000 and "bytes of output omitted" in out
+
+
+def test_stashed_arguments_are_sent_once_and_copied_for_each_call(sb):
+    """Session.stash (the performance task's path): every call gets a fresh copy made in the worker,
+    so an in-place change or a remembered object never carries over, and the caller's tensor stays
+    as it was. A stash from before a restart is refused, not silently replaced."""
+    src = {"cka.py": "SEEN = []\n"
+                     "def scale_in_place(x):\n    x.mul_(2)\n    return x.sum().item()\n"
+                     "def same_object_as_last_time(x):\n    SEEN.append(x)\n    return len(SEEN) > 1 and SEEN[-2] is x\n"
+                     "def hang():\n    while True:\n        pass\n"}
+    x = torch.ones(3, 4)
+    with sb.session(src, call_timeout_s=2.0) as impl:
+        session = impl._session
+        stashed = session.stash(x)
+        for _ in range(3):  # the doubling never accumulates: each call starts from the stashed ones
+            assert session.request(impl.cka.scale_in_place, "call", (stashed,), watch=False) == 24.0
+        assert torch.equal(x, torch.ones(3, 4))
+        assert session.request(impl.cka.same_object_as_last_time, "call", (stashed,), watch=False) is False
+        assert session.request(impl.cka.same_object_as_last_time, "call", (stashed,), watch=False) is False
+        with pytest.raises(SubmissionTimeout):
+            impl.cka.hang()
+        with pytest.raises(TypeError, match="stashed in an earlier run"):
+            session.request(impl.cka.scale_in_place, "call", (stashed,), watch=False)
+
+
+def test_timeout_then_the_next_call_runs_in_a_fresh_child(sb):
+    src = {"cka.py": "import time\nSTATE = []\n"
+                     "def slow():\n    time.sleep(60)\n"
+                     "def remember(x):\n    STATE.append(x)\n    return len(STATE)\n"}
+    with sb.session(src, call_timeout_s=1.0) as impl:
+        assert impl.cka.remember(1) == 1
+        started = time.monotonic()
+        with pytest.raises(SubmissionTimeout):
+            impl.cka.slow()
+        assert time.monotonic() - started < 10
+        assert impl.cka.remember(2) == 1  # modules re-imported in a new process
+
+
+def test_crash_is_reported_with_its_cause(sb):
+    src = {"cka.py": "import os\ndef die():\n    print('about to die', flush=True)\n    os._exit(3)\n"}
+    with sb.session(src) as impl:
+        with pytest.raises(SubmissionCrashed, match="exit code 3") as info:
+            impl.cka.die()
+        assert "about to die" in str(info.value)
+
+
+# ------------------------------------------------------------------------------------- isolation
+
+SNOOP = ("import os, socket\n"
+         "def probe(paths):\n"
+         "    out = {}\n"
+         "    for p in paths:\n"
+         "        try:\n"
+         "            out[p] = sorted(os.listdir(p)) if os.path.isdir(p) else open(p).read()\n"
+         "        except OSError as e:\n"
+         "            out[p] = type(e).__name__\n"
+         "    return out\n"
+         "def write(paths):\n"
+         "    out = {}\n"
+         "    for p in paths:\n"
+         "        try:\n"
+         "            with open(p, 'a') as f:\n"
+         "                f.write('x')\n"
+         "            out[p] = 'wrote'\n"
+         "        except OSError as e:\n"
+         "            out[p] = type(e).__name__\n"
+         "    return out\n"
+         "def connect(host, port):\n"
+         "    try:\n"
+         "        socket.create_connection((host, port), timeout=2).close()\n"
+         "        return 'connected'\n"
+         "    except OSError as e:\n"
+         "        return type(e).__name__\n"
+         "def whoami():\n"
+         "    return os.getuid(), os.getcwd()\n"
+         "def try_import(names):\n"
+         "    import importlib\n"
+         "    out = {}\n"
+         "    for name in names:\n"
+         "        try:\n"
+         "            out[name] = importlib.import_module(name).__file__\n"
+         "        except Exception as e:\n"
+         "            out[name] = type(e).__name__\n"
+         "    return out\n")
+
+
+@pytest.fixture
+def isolated(sb):
+    if not BWRAP_INSTALLED:
+        pytest.skip("bubblewrap (bwrap) is not installed: isolation cannot be tested")
+    assert sb.isolated, "bubblewrap is installed, yet the sandbox runs without it"
+    return sb
+
+
+def test_hidden_paths_are_not_visible(isolated, course):
+    paths = [str(course.root / "gradebook.db"), str(course.root / "submitted"), str(course.loose),
+             str(KIT / "solutions"), str(KIT / "tests"), str(KIT / "grader"), str(KIT), "/root", "/etc/shadow"]
+    with isolated.session({"cka.py": SNOOP}) as impl:
+        seen = impl.cka.probe(paths)
+        assert impl.cka.whoami()[0] != 0
+        imported = impl.cka.try_import(["solutions.cka", "bertlab_grader.runner", "tests.conftest", "bertlab.models"])
+    assert SECRET not in repr(seen)
+    assert imported["solutions.cka"] == imported["bertlab_grader.runner"] == imported["tests.conftest"] == "ModuleNotFoundError"
+    assert imported["bertlab.models"].endswith("bertlab/models.py")
+    assert seen[str(KIT / "solutions")] == "FileNotFoundError"
+    assert seen[str(KIT / "tests")] == "FileNotFoundError"
+    assert seen[str(KIT)] == ["bertlab", "grader"]
+    assert seen[str(KIT / "grader")] == ["__init__.py", "rpc.py", "sandbox"]
+    assert seen[str(course.loose)] in ("", "PermissionError")  # /dev/null is mounted over it
+    assert seen["/etc/shadow"] == "PermissionError"
+
+
+def test_no_network(isolated):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.5)
+    with listener, isolated.session({"cka.py": SNOOP}) as impl:
+        assert impl.cka.connect("127.0.0.1", listener.getsockname()[1]) != "connected"
+        assert impl.cka.connect("1.1.1.1", 53) != "connected"
+        with pytest.raises(socket.timeout):
+            listener.accept()
+
+
+def test_writes_only_in_its_own_scratch_space(isolated, course):
+    before = (course.root / "gradebook.db").read_text()
+    targets = [str(course.root / "gradebook.db"), str(course.loose), str(KIT / "bertlab" / "x.py"),
+               "/var/tmp/x", "/etc/x", "/root/x", "/dev/shm/x", "/tmp/leftover"]
+    with isolated.session({"cka.py": SNOOP}) as impl:
+        result = impl.cka.write(targets)
+        _, cwd = impl.cka.whoami()
+        assert impl.cka.write(["scratch.txt"]) == {"scratch.txt": "wrote"}
+    assert {p: r for p, r in result.items() if r == "wrote"} == {"/tmp/leftover": "wrote"}
+    assert (course.root / "gradebook.db").read_text() == before and course.loose.read_text() == SECRET
+    # The next student starts with an empty /tmp, but for the folders through which a kit or Python
+    # install that lives under /tmp is shown back (read-only; e.g. a fresh clone under /tmp).
+    tmp = Path(os.path.realpath("/tmp"))
+    shown = [Path(os.path.realpath(p)) for p in (KIT, sys.prefix, sys.base_prefix)]
+    expected_tmp = sorted({"job"} | {p.relative_to(tmp).parts[0] for p in shown if tmp in p.parents})
+    with isolated.session({"cka.py": SNOOP}) as impl:
+        assert impl.cka.probe(["/tmp", cwd]) == {"/tmp": expected_tmp, cwd: []}
+
+
+def test_installed_copies_of_secret_packages_are_hidden(monkeypatch):
+    """A non-editable install copies solutions/ (and tests/, grader/) next to torch: hide them too."""
+    site = Path(launcher._python_dirs()[-1])
+    fake = {"solutions": site / "solutions", "tests": Path("/usr/lib/python3/dist-packages/tests")}
+    real = launcher._package_dir
+    monkeypatch.setattr(launcher, "_package_dir", lambda name: fake.get(name) or real(name))
+    sandbox = Sandbox.__new__(Sandbox)  # only the command line, no process
+    sandbox.kit_root, sandbox.hide = KIT, []
+    args = sandbox._bwrap_args()
+    mounts = list(zip(args, args[1:]))
+    assert ("--tmpfs", str(fake["solutions"])) in mounts and ("--tmpfs", str(fake["tests"])) in mounts
+    hidden_by = [b for a, b in mounts if a == "--tmpfs" and (Path(b) == KIT or Path(b) in KIT.parents)]
+    assert hidden_by, "the kit must lie under a tmpfs (its own, or /tmp's when it lives under /tmp)"
+    assert ("--ro-bind", str(KIT / "grader" / "rpc.py")) in mounts
+    # bwrap applies mounts in order: the hiding tmpfs must come after the bind that shows site back
+    shown = next(i for i, (a, b) in enumerate(mounts) if a == "--ro-bind" and b != "/" and site.is_relative_to(b))
+    assert mounts.index(("--tmpfs", str(fake["solutions"]))) > shown
+
+
+def test_fallback_without_bubblewrap_warns_and_still_works(sandboxes):
+    fallback = sandboxes.fallback
+    assert fallback.isolated is False
+    assert FALLBACK_WARNING in sandboxes.fallback_stderr
+    X, Y = torch.randn(6, 3), torch.randn(6, 2)
+    with fallback.session(sources("correct")) as impl:
+        assert impl.cka.linear_cka(X, Y) == pytest.approx(reference_cka(X, Y))
+    src = {"cka.py": "import os, time\ndef spawn():\n    if os.fork() == 0:\n        os.setsid()\n"
+                     "        time.sleep(600)\n    return os.getpid()\n"}
+    with fallback.session(src) as impl:  # without a pid namespace, leftovers are found by ancestry
+        pid = impl.cka.spawn()
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_the_template_preloads_every_named_model_the_hidden_suites_use():
+    """A named model missing from DEFAULT_PRELOAD still works (the worker builds it), but every
+    submission then pays for building it: keep the list in step with tests/hidden."""
+    import re
+
+    hidden = KIT / "tests" / "hidden"
+    used = {name for path in hidden.glob("*.py")
+            for name in re.findall(r"""(?:named_model|tiny_bert)\(\s*["']([\w-]+)["']""", path.read_text())}
+    used |= {f"tiny-bert-seed{k}" for path in hidden.glob("*.py")
+             for k in re.findall(r"""["']tiny-bert-seed(\d+)["']""", path.read_text())}
+    assert used, "found no named models in tests/hidden: has the suite changed how it names them?"
+    assert used <= set(launcher.DEFAULT_PRELOAD), sorted(used - set(launcher.DEFAULT_PRELOAD))
+
+
+# ------------------------------------------------------------------------------ failing closed
+
+BROKEN_BWRAP_MESSAGE = ("bwrap: No permissions to create new namespace, likely because the kernel does "
+                        "not allow non-privileged user namespaces.")
+
+
+@pytest.fixture
+def no_bubblewrap(monkeypatch, tmp_path):
+    """bubblewrap "not installed": a PATH without bwrap, and none of the usual places count."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(launcher, "BWRAP_CANDIDATES", ())
+    monkeypatch.setattr(launcher, "_warned", False)
+
+
+@pytest.fixture
+def broken_bubblewrap(monkeypatch, tmp_path):
+    """A bwrap first on PATH that fails as one does in a container without user namespaces."""
+    folder = tmp_path / "broken-bin"
+    folder.mkdir()
+    stand_in = folder / "bwrap"
+    stand_in.write_text(f"#!/bin/sh\necho '{BROKEN_BWRAP_MESSAGE}' >&2\nexit 1\n")
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
+    monkeypatch.setattr(launcher, "_warned", False)
+    return stand_in
+
+
+def test_missing_bubblewrap_refuses_to_run_student_code(no_bubblewrap):
+    works, why = bubblewrap_status()
+    assert works is False and "not installed" in why
+    with pytest.raises(SandboxUnavailable) as info:
+        Sandbox(kit_root=KIT, preload=())
+    message = str(info.value)
+    assert isinstance(info.value, SandboxError) and isinstance(info.value, GraderFailure)
+    assert isinstance(info.value, RuntimeError)
+    assert "not installed" in message and "apt-get install bubblewrap" in message
+    assert "--unsafe-no-sandbox" in message and len(message.splitlines()) <= 2
+    with pytest.raises(SandboxUnavailable):
+        Sandbox(kit_root=KIT, preload=(), use_bwrap=True, unsafe_no_sandbox=True)  # required wins
+
+
+def test_bubblewrap_that_cannot_create_namespaces_refuses_to_run_student_code(broken_bubblewrap):
+    works, why = bubblewrap_status()
+    assert works is False and str(broken_bubblewrap) in why and BROKEN_BWRAP_MESSAGE in why
+    with pytest.raises(SandboxUnavailable) as info:
+        Sandbox(kit_root=KIT, preload=())
+    message = str(info.value)
+    assert BROKEN_BWRAP_MESSAGE in message and "kernel.unprivileged_userns_clone=1" in message
+    assert "--unsafe-no-sandbox" in message and len(message.splitlines()) <= 2
+
+
+def test_unsafe_no_sandbox_runs_unisolated_and_says_so(broken_bubblewrap, capfd):
+    sandbox = Sandbox(kit_root=KIT, preload=(), unsafe_no_sandbox=True)
+    try:
+        assert sandbox.isolated is False
+        assert FALLBACK_WARNING in capfd.readouterr().err
+        X = torch.randn(6, 3)
+        with sandbox.session(sources("correct")) as impl:
+            assert impl.cka.linear_cka(X, X) == pytest.approx(1.0)
+    finally:
+        sandbox.close()
+
+
+def test_bubblewrap_status_probes_again_when_the_binary_changes(monkeypatch, tmp_path):
+    """The probe result is cached per binary: a stand-in first on PATH is probed, not the cached
+    answer for the real one, and the real one's answer comes back when PATH does."""
+    if not BWRAP_INSTALLED:
+        pytest.skip("bubblewrap (bwrap) is not installed")
+    works, why = bubblewrap_status()
+    assert works, f"bubblewrap is installed but does not work here: {why}"
+    assert why.startswith("bubblewrap") and "creates its namespaces" in why
+    with monkeypatch.context() as patch:
+        folder = tmp_path / "bin"
+        folder.mkdir()
+        (folder / "bwrap").write_text("#!/bin/sh\necho 'stand-in says no' >&2\nexit 1\n")
+        (folder / "bwrap").chmod(0o755)
+        patch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+        assert bubblewrap_status() == (False, f"bubblewrap at {folder / 'bwrap'} cannot create its sandbox: "
+                                              "stand-in says no")
+    assert bubblewrap_status() == (works, why)
+
+
+# ------------------------------------------------- the grader's failures are not the student's
+
+def test_a_template_that_dies_before_it_is_ready_is_the_graders_failure():
+    sandbox = Sandbox(kit_root=KIT, preload=(), unsafe_no_sandbox=not BWRAP_INSTALLED, start_timeout_s=30.0)
+    try:
+        sandbox._proc.kill()
+        with pytest.raises(SandboxError) as info:
+            with sandbox.session(sources("correct")) as impl:
+                impl.cka.linear_cka(torch.ones(3, 2), torch.ones(3, 2))
+        assert not isinstance(info.value, StudentError)
+    finally:
+        sandbox.close()
+
+
+def test_a_child_that_dies_before_any_submitted_code_runs_is_the_graders_failure(sb, monkeypatch):
+    """The child's own set-up fails (here: limits it cannot apply) before it imports anything of
+    the submission: SandboxError, not a crash scored against the student; and its report names
+    the worker's files without their sandbox-side folders."""
+    monkeypatch.setattr(sb, "limits", ["not", "a", "dict"])
+    with pytest.raises(SandboxError) as info:
+        with sb.session(sources("correct")) as impl:
+            impl.cka.linear_cka(torch.ones(3, 2), torch.ones(3, 2))
+    message = str(info.value)
+    assert not isinstance(info.value, StudentError) and "before any submitted code ran" in message
+    assert "worker.py" in message and str(KIT) not in message and sys.prefix not in message
+    monkeypatch.undo()
+    with sb.session(sources("correct")) as impl:  # and the sandbox goes on
+        assert impl.cka.linear_cka(torch.eye(3), torch.eye(3)) == pytest.approx(1.0)
+
+
+def test_text_for_the_student_names_no_sandbox_side_folders(sb):
+    """Exception messages, a thread's traceback, a library warning and the captured output name
+    files relative to the kit or the Python install, never where those live."""
+    src = {"cka.py": "import threading, warnings, torch, bertlab\n"
+                     "def noisy():\n"
+                     "    print('loaded from', torch.__file__, flush=True)\n"
+                     "    t = threading.Thread(target=lambda: 1 / 0)\n"
+                     "    t.start()\n"
+                     "    t.join()\n"
+                     "    warnings.warn_explicit('from a library', UserWarning, torch.__file__, 7)\n"
+                     "    return 1\n"
+                     "def open_library_file():\n"
+                     "    open(torch.__file__ + '.missing')\n"
+                     "def open_kit_file():\n"
+                     "    open(bertlab.__file__ + '.missing')\n"}
+    with sb.session({**sources("correct"), **src}) as impl:
+        assert impl.cka.noisy() == 1
+        with pytest.raises(StudentError) as library:
+            impl.cka.open_library_file()
+        with pytest.raises(StudentError) as kit:
+            impl.cka.open_kit_file()
+        output = impl.output()
+    texts = [output, str(library.value), str(kit.value)]
+    assert "ZeroDivisionError" in output and "from a library" in output and "torch/__init__.py" in output
+    assert "torch/__init__.py.missing" in str(library.value) and "bertlab/__init__.py.missing" in str(kit.value)
+    for text in texts:
+        assert str(KIT) not in text and sys.prefix not in text and os.path.realpath(sys.prefix) not in text, text

@@ -1,0 +1,212 @@
+"""The sandbox starts, isolates and grades wherever the kit, the course and the virtualenv live.
+
+Each case copies the kit (``bertlab/``, ``grader/``, ``solutions/``) and a submission (the reference
+sources, fences stripped) to one layout: under /tmp, under a 0700 folder in /home, under /srv, in
+paths with spaces, a submission folder whose parent also holds the virtualenv, a virtualenv inside
+the kit (with an editable-install import hook pointing into the kit, as ``pip install -e`` makes),
+and the kit installed into a virtualenv's site-packages. A fresh Python process (the copy first on
+PYTHONPATH, PATH reduced to /usr/bin:/bin as for a virtualenv that is not activated, cwd elsewhere)
+starts ``Sandbox(kit_root=<copy>, hide=[<submission's parent>], preload=())`` and grades
+``linear_cka``: the template must start under bubblewrap (no fallback, no "NOT isolated"), answer
+correctly, and still hide the course and the kit's secret parts.
+
+These are the layouts that broke before: mounts applied in the wrong order left the kit's parent
+folders 0700 to the sandbox's unprivileged uid (a kit under /tmp with its venv inside), and a venv
+under a hidden folder was not shown back, so the sandbox silently ran unisolated. Skipped only where
+bubblewrap is not installed at all; where it is installed these must pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bertlab_grader.sandbox import launcher
+
+if launcher._find_bwrap() is None:
+    pytest.skip("bubblewrap (bwrap) is not installed: the sandbox cannot run here", allow_module_level=True)
+
+KIT = Path(__file__).resolve().parents[2]
+SECRET = "SECRET-COURSE-FILE-4c1d"
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+# Appended to the submission's cka.py: what the student's process can see from where it runs.
+PROBE = '''
+
+def location_probe(paths):
+    import importlib
+    import os
+    out = {"uid": os.getuid()}
+    try:
+        importlib.import_module("solutions.cka")
+        out["solutions.cka"] = "imported"
+    except Exception as exc:
+        out["solutions.cka"] = type(exc).__name__
+    for p in paths:
+        try:
+            out[p] = sorted(os.listdir(p)) if os.path.isdir(p) else open(p).read()
+        except OSError as exc:
+            out[p] = type(exc).__name__
+    return out
+'''
+
+# Run by the Python under test, in a process of its own: argv = kit_root, submission folder.
+SCRIPT = '''
+import json, sys
+from pathlib import Path
+
+kit, submission = Path(sys.argv[1]), Path(sys.argv[2])
+import bertlab_grader, bertlab
+from bertlab_grader.stubs import strip_fences
+from bertlab_grader.sandbox.launcher import Sandbox
+
+# The copy is what runs, not the checkout the test suite came from.
+assert Path(bertlab_grader.__file__).resolve().is_relative_to(kit.resolve()), bertlab_grader.__file__
+assert Path(bertlab.__file__).resolve().is_relative_to(kit.resolve()), bertlab.__file__
+import torch
+
+sources = {p.name: strip_fences(p.read_text()) for p in sorted(submission.glob("*.py"))}
+X = torch.randn(12, 5, generator=torch.Generator().manual_seed(0))
+sb = Sandbox(kit_root=kit, hide=[submission.parent], preload=(), timeout_s=60.0)
+try:
+    with sb.session(sources) as impl:
+        result = {"isolated": sb.isolated, "errors": impl.import_errors(), "cka": impl.cka.linear_cka(X, X),
+                  "probe": impl.cka.location_probe(json.loads(sys.argv[3]))}
+finally:
+    sb.close()
+print("RESULT " + json.dumps(result))
+'''
+
+
+def _venv(path: Path) -> Path:
+    """A virtualenv on top of this Python's packages (torch & co.), as a course would make one."""
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)],
+                   check=True, capture_output=True, timeout=120)
+    return path / "bin" / "python"
+
+
+def _site_packages(python: Path) -> Path:
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         check=True, capture_output=True, text=True, timeout=60)
+    return Path(out.stdout.strip())
+
+
+def _editable_hook(site_packages: Path, kit: Path) -> None:
+    """What ``pip install -e`` of the kit leaves in a venv: a .pth that installs an import hook mapping
+    the kit's packages to the kit's folders (most of which the sandbox hides)."""
+    mapping = {name: str(kit / name) for name in ("bertlab", "grader", "solutions", "exercises")}
+    (site_packages / "__editable___bertlab_location_test_finder.py").write_text(
+        "import sys\nfrom importlib.util import spec_from_file_location\nfrom pathlib import Path\n"
+        f"MAPPING = {mapping!r}\n"
+        "class _EditableFinder:\n"
+        "    @classmethod\n"
+        "    def find_spec(cls, fullname, path=None, target=None):\n"
+        "        if fullname in MAPPING:\n"
+        "            init = Path(MAPPING[fullname]) / '__init__.py'\n"
+        "            if init.exists():  # PermissionError where a parent is not traversable\n"
+        "                return spec_from_file_location(fullname, init)\n"
+        "        return None\n"
+        "def install():\n"
+        "    sys.meta_path.append(_EditableFinder)\n")
+    (site_packages / "__editable__.bertlab-location-test.pth").write_text(
+        "import __editable___bertlab_location_test_finder; __editable___bertlab_location_test_finder.install()\n")
+
+
+def _copy_kit(kit: Path) -> None:
+    kit.mkdir(parents=True, exist_ok=True)
+    for name in ("bertlab", "grader", "solutions"):
+        shutil.copytree(KIT / name, kit / name, ignore=IGNORE)
+
+
+def _submission(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    for path in sorted((KIT / "solutions").glob("*.py")):
+        if path.name != "__init__.py":
+            text = path.read_text() + (PROBE if path.name == "cka.py" else "")
+            (folder / path.name).write_text(text)
+    (folder.parent / "gradebook.db").write_text(SECRET)
+
+
+# id: (where the case's folder goes, folder mode, kit, course, student, venv: None | "course" | "kit"
+#      | "installed")
+CASES = {
+    "tmp": ("/tmp", 0o755, "kit", "course", "alice", None),
+    "home-0700": ("/home", 0o700, "kit", "course", "alice", None),
+    "srv": ("/srv", 0o755, "kit", "course", "alice", None),
+    "spaces": ("/tmp", 0o755, "my kit", "my course", "alice smith", None),
+    "venv-beside-submission": ("/srv", 0o755, "kit", "course", "alice", "course"),
+    "venv-inside-kit": ("/tmp", 0o755, "kit", "course", "alice", "kit"),
+    "installed-in-venv": ("/srv", 0o755, "kit", "course", "alice", "installed"),
+}
+
+
+@pytest.fixture(params=sorted(CASES))
+def layout(request):
+    where, mode, kit_name, course_name, student, venv = CASES[request.param]
+    if not os.access(where, os.W_OK):
+        pytest.skip(f"cannot create a folder in {where} as this user")
+    base = Path(where) / f"bertlab loc-{uuid.uuid4().hex[:8]}" if " " in kit_name else \
+        Path(where) / f"bertlab-loc-{uuid.uuid4().hex[:8]}"
+    base.mkdir(mode=mode)
+    os.chmod(base, mode)
+    try:
+        kit, course = base / kit_name, base / course_name
+        submission = course / student
+        _submission(submission)
+        python, env_path = Path(sys.executable), str(kit)
+        if venv == "installed":  # the packages themselves in the venv's site-packages; no checkout
+            python = _venv(base / "venv")
+            site = _site_packages(python)
+            for name in ("bertlab", "grader", "solutions"):
+                shutil.copytree(KIT / name, site / name, ignore=IGNORE)
+            kit, env_path = site, ""
+        else:
+            _copy_kit(kit)
+            if venv == "course":
+                python = _venv(course / ".venv")
+            elif venv == "kit":
+                python = _venv(kit / ".venv")
+                _editable_hook(_site_packages(python), kit)
+        yield {"python": python, "kit": kit, "submission": submission, "pythonpath": env_path,
+               "course": course, "venv": venv}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_sandbox_grades_and_isolates_wherever_things_live(layout, tmp_path):
+    kit, submission, course = layout["kit"], layout["submission"], layout["course"]
+    looked_at = [str(course), str(course / "gradebook.db"), str(submission)]
+    if layout["venv"] != "installed":
+        looked_at.append(str(kit))
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(tmp_path)}
+    if layout["pythonpath"]:
+        env["PYTHONPATH"] = layout["pythonpath"]
+    done = subprocess.run([str(layout["python"]), "-c", SCRIPT, str(kit), str(submission), json.dumps(looked_at)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    assert "NOT isolated" not in output and "bubblewrap not available" not in output, output[-4000:]
+    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert result["isolated"] is True and result["errors"] == {}
+    assert result["cka"] == pytest.approx(1.0, abs=1e-9)
+    probe = result["probe"]
+    if os.geteuid() == 0:
+        assert probe["uid"] != 0
+    assert probe["solutions.cka"] == "ModuleNotFoundError"
+    assert SECRET not in json.dumps(probe)
+    # The course is hidden (an empty folder, or not there at all inside a hidden /home): only a
+    # virtualenv inside it is shown back (its bin/, lib/, pyvenv.cfg).
+    if layout["venv"] == "course":
+        assert probe[str(course)] == [".venv"]
+    else:
+        assert probe[str(course)] in ([], "FileNotFoundError")
+    assert probe[str(submission)] == "FileNotFoundError"
+    if layout["venv"] != "installed":
+        assert set(probe[str(kit)]) <= {"bertlab", "grader", ".venv"}, probe[str(kit)]

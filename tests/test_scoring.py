@@ -1,0 +1,149 @@
+"""grader/scoring.py: the hidden suites run in process, scored per test, with student-safe messages.
+
+Most checks grade one task only (pooling is the fastest) with in-process implementations: the
+solutions, a mutant of the bank, and small fakes that raise what the sandbox proxy would raise.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bertlab.implementations import load_directory, load_implementation
+from bertlab_grader import scoring
+from bertlab_grader.course import validate_result
+from bertlab_grader.mutants import load_bank
+from bertlab_grader.scoring import max_points_by_task, points_by_test, run_hidden_suite
+
+KIT = Path(__file__).resolve().parents[2]
+DOCS = KIT / "docs" / "hidden-suites.md"
+
+# What must never reach a student: test source, our file paths, tracebacks, pytest introspection.
+FORBIDDEN = ("def test_", "tests/hidden", "Traceback", "reference_data", "\nassert ", "assert close(",
+             "grader/", "conftest")
+
+
+def _solutions():
+    return load_implementation("solutions")
+
+
+def _fake(**pooling_functions):
+    """An implementation whose pooling module is made of the given functions (others: solutions)."""
+    solutions = _solutions()
+    return SimpleNamespace(name="fake", cka=solutions.cka, siamese=solutions.siamese, retrieval=solutions.retrieval,
+                           pooling=SimpleNamespace(**pooling_functions))
+
+
+def test_max_points_match_the_documented_table():
+    totals = max_points_by_task()
+    assert set(totals) == {"cka", "pooling", "siamese", "retrieval", "performance"}
+    assert sum(totals.values()) == 100
+    documented = dict(re.findall(r"^\| `(test_\w+)` \| (\d+) \|", DOCS.read_text(), flags=re.M))
+    collected = {name: points for tests in points_by_test().values() for name, points in tests}
+    assert {k: float(v) for k, v in documented.items()} == collected, \
+        "docs/hidden-suites.md lists other tests or points than tests/hidden carries"
+
+
+def test_solutions_get_full_marks_and_a_valid_results_dict():
+    result = run_hidden_suite(_solutions(), student="ref", tasks=("pooling", "retrieval"))
+    assert result["score"] == result["max_score"] == 45
+    assert all(t["outcome"] == "passed" and t["message"] == "" for t in result["tests"])
+    assert validate_result(result)["score"] == 45
+    assert {t["task"] for t in result["tests"]} == {"pooling", "retrieval"}
+
+
+def test_a_mutant_gets_teaching_messages_and_its_hint():
+    entry, = load_bank("pool_divide_by_length", kinds=("mutant",))
+    result = run_hidden_suite(load_directory(entry.path), student="m", tasks=("pooling",))
+    failed = [t for t in result["tests"] if t["outcome"] != "passed"]
+    assert failed and 0 < result["score"] < result["max_score"]
+    hint = entry.hint
+    assert hint
+    for t in failed:
+        assert t["outcome"] == "failed" and t["points"] == 0
+        assert "padded length" in t["message"], t["message"]
+        assert not any(f in t["message"] for f in FORBIDDEN), t["message"]
+        assert len(t["message"]) <= scoring.MAX_MESSAGE_CHARS
+        assert t["hint"] == hint
+    validate_result(result)
+
+
+def test_the_stub_errors_everywhere_with_zero_points():
+    result = run_hidden_suite(load_implementation("exercises"), student="stub", tasks=("cka", "pooling"), hints=False)
+    assert result["score"] == 0
+    assert all(t["outcome"] == "error" and t["message"].startswith("Not implemented yet") for t in result["tests"])
+
+
+def test_timeouts_and_crashes_from_the_sandbox_are_classified():
+    from bertlab_grader.remote import SubmissionCrashed, SubmissionTimeout
+
+    def hangs(hidden_states, attention_mask):
+        raise SubmissionTimeout("masked_mean_pool: no answer within 20 s")
+
+    def dies(hidden_states, attention_mask):
+        raise SubmissionCrashed("masked_mean_pool: the submission's process died: killed by SIGKILL")
+
+    timed_out = run_hidden_suite(_fake(masked_mean_pool=hangs), student="t", tasks=("pooling",), hints=False)
+    assert {t["outcome"] for t in timed_out["tests"]} == {"timeout"}
+    assert all("did not answer in time" in t["message"] for t in timed_out["tests"])
+    crashed = run_hidden_suite(_fake(masked_mean_pool=dies), student="c", tasks=("pooling",), hints=False)
+    assert {t["outcome"] for t in crashed["tests"]} == {"error"}
+    assert all("SIGKILL" in t["message"] and t["points"] == 0 for t in crashed["tests"])
+
+
+def test_a_students_own_assert_is_an_error_of_their_code():
+    def asserts(hidden_states, attention_mask):
+        assert hidden_states.dim() == 99, "my own sanity check"
+
+    result = run_hidden_suite(_fake(masked_mean_pool=asserts), student="a", tasks=("pooling",), hints=False)
+    assert result["score"] == 0
+    for t in result["tests"]:
+        if t["name"] == "test_pool_rejects_mismatched_shapes":  # an assert where a ValueError is due: a failed check
+            assert t["outcome"] == "failed" and "raised AssertionError" in t["message"] and "ValueError" in t["message"]
+        else:
+            assert t["outcome"] == "error", t
+            assert t["message"].startswith("Your code raised AssertionError: my own sanity check"), t["message"]
+
+
+def test_partial_points_from_a_performance_band(monkeypatch):
+    from bertlab_grader import performance
+
+    monkeypatch.setattr(performance, "BANDS", ((float("inf"), 0.5),))  # every ratio earns half
+    result = run_hidden_suite(_solutions(), student="p", tasks=("performance",), hints=False,
+                              extra_pytest_args=["-k", "masked_mean_pool"])
+    (test,) = result["tests"]
+    assert test["outcome"] == "failed" and test["points"] == test["max_points"] / 2
+    assert "half points" in test["message"]
+    validate_result(result)
+
+
+def test_wrong_but_fast_earns_no_speed_points():
+    def wrong(hidden_states, attention_mask):
+        return hidden_states.sum(dim=1)
+
+    result = run_hidden_suite(_fake(masked_mean_pool=wrong), student="w", tasks=("performance",), hints=False,
+                              extra_pytest_args=["-k", "masked_mean_pool"])
+    (test,) = result["tests"]
+    assert test["points"] == 0 and "only for a right answer" in test["message"]
+
+
+def test_messages_never_carry_introspection():
+    rewritten = AssertionError("encode is wrong: expected 1, got 2\nassert tensor(False)\n +  where ...")
+    assert scoring.check_message(rewritten) == "encode is wrong: expected 1, got 2"
+    assert scoring.check_message(AssertionError("assert x == y")) == "A hidden check failed."
+    long = AssertionError("\n".join(f"line {i}" for i in range(50)))
+    assert scoring.check_message(long).count("\n") == scoring.MAX_MESSAGE_LINES
+
+
+def test_repeated_runs_in_one_process_agree():
+    first = run_hidden_suite(_solutions(), student="x", tasks=("cka",), hints=False)
+    second = run_hidden_suite(_solutions(), student="x", tasks=("cka",), hints=False)
+    assert first == second and first["score"] == 25
+
+
+def test_unknown_task_is_refused():
+    with pytest.raises(ValueError):
+        run_hidden_suite(_solutions(), student="x", tasks=("nonsense",))

@@ -1,0 +1,63 @@
+"""exercises/ is generated from bertlab_grader.reference/: it must be fresh, leak nothing, and fail task by task."""
+
+from pathlib import Path
+
+import pytest
+
+from bertlab import stubgen
+from bertlab.implementations import load_implementation
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", [f"{t}.py" for t in stubgen.EXERCISE_MODULES])
+def test_committed_exercises_are_fresh(name):
+    expected = stubgen.expected_exercises(KIT_ROOT)[name]
+    actual = (KIT_ROOT / "exercises" / name).read_text()
+    assert actual == expected, (
+        f"exercises/{name} is stale: it differs from what solutions/{name} generates. "
+        "Run `bertlab build-exercises` and commit the result."
+    )
+
+
+def test_stubs_contain_no_solution_code():
+    for name, text in stubgen.expected_exercises(KIT_ROOT).items():
+        assert stubgen.BEGIN not in text and stubgen.END not in text, f"{name} still has a solution fence"
+        solution = (KIT_ROOT / "solutions" / name).read_text()
+        fenced = solution.split(stubgen.BEGIN)[1].split(stubgen.END)[0]
+        distinctive = [line.strip() for line in fenced.splitlines() if len(line.strip()) > 30]
+        leaked = [line for line in distinctive if line in text]
+        assert not leaked, f"{name} leaks solution lines: {leaked[:2]}"
+
+
+def test_every_stub_raises_a_task_specific_not_implemented():
+    stubs = load_implementation("exercises")
+    cases = {
+        "cka": lambda: stubs.cka.linear_cka([[0.0, 1.0], [1.0, 0.0]], [[1.0], [2.0]]),
+        "pooling": lambda: stubs.pooling.masked_mean_pool(__import__("torch").zeros(1, 2, 3), __import__("torch").ones(1, 2)),
+        "siamese": lambda: stubs.siamese.create_sbert(None),
+        "retrieval": lambda: stubs.retrieval.semantic_search(__import__("torch").ones(2), __import__("torch").ones(3, 2)),
+    }
+    for task, call in cases.items():
+        with pytest.raises(NotImplementedError, match=f"^{task}: implement "):
+            call()
+
+
+def test_signatures_and_docstrings_are_kept():
+    import inspect
+
+    stubs, reference = load_implementation("exercises"), load_implementation("solutions")
+    for module in stubgen.EXERCISE_MODULES:
+        for name, obj in vars(getattr(reference, module)).items():
+            if name.startswith("_") or not callable(obj) or getattr(obj, "__module__", "") != f"solutions.{module}":
+                continue
+            twin = getattr(getattr(stubs, module), name)
+            assert inspect.signature(twin) == inspect.signature(obj), f"{module}.{name} signature drifted"
+            assert inspect.getdoc(twin) == inspect.getdoc(obj), f"{module}.{name} docstring drifted"
+
+
+def test_unbalanced_fences_are_refused():
+    with pytest.raises(stubgen.FenceError, match="never closed"):
+        stubgen.make_stub('def f():\n    ### BEGIN SOLUTION\n    return 1\n', "cka")
+    with pytest.raises(stubgen.FenceError, match="without a matching"):
+        stubgen.make_stub('def f():\n    return 1\n    ### END SOLUTION\n', "cka")
