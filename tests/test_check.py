@@ -20,9 +20,12 @@ from pathlib import Path
 import pytest
 
 from bertlab import check, progress
+from bertlab.errors import UsageError
+from bertlab.workspace import find_workspace
+from bertlab_grader.kit import REFERENCE_DIR
 from bertlab_grader.release import release
 
-KIT_ROOT = Path(__file__).resolve().parents[2]
+KIT_ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("cka", "pooling", "siamese", "retrieval")
 
 
@@ -37,16 +40,16 @@ def bundle(released, tmp_path) -> Path:
     return Path(shutil.copytree(released, tmp_path / "bundle"))
 
 
-def run_check(bundle: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    """`bertlab check ARGS` in the bundle, as a student runs it. The kit's instructor-only packages,
-    installed here in editable mode, are shadowed by stand-ins that fail to import."""
+def run_check(bundle: Path, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    """`bertlab check ARGS` in the bundle, as a student runs it: the bundle's own bertlab package
+    first on the path, and the instructor package (installed here in editable mode) shadowed by a
+    stand-in that fails to import. (tests/test_packaging.py installs the bundle alone in a venv.)"""
     shadow = bundle.parent / "shadow"
-    for name in ("solutions", "grader"):
-        (shadow / name).mkdir(parents=True, exist_ok=True)
-        (shadow / name / "__init__.py").write_text(f"raise ModuleNotFoundError(name={name!r})\n")
-    environ = {k: v for k, v in os.environ.items() if k not in (check.ROOT_ENV, check.TIMEOUT_ENV, "NO_COLOR")}
-    environ.update(PYTHONPATH=os.pathsep.join([str(bundle), str(shadow)]), HF_HUB_OFFLINE="1", **env)
-    return subprocess.run([sys.executable, "-m", "bertlab.cli", "check", *args], cwd=bundle, env=environ,
+    (shadow / "bertlab_grader").mkdir(parents=True, exist_ok=True)
+    (shadow / "bertlab_grader" / "__init__.py").write_text("raise ModuleNotFoundError(name='bertlab_grader')\n")
+    environ = {k: v for k, v in os.environ.items() if k not in (check.TIMEOUT_ENV, "NO_COLOR")}
+    environ.update(PYTHONPATH=os.pathsep.join([str(bundle / "src"), str(shadow)]), HF_HUB_OFFLINE="1", **env)
+    return subprocess.run([sys.executable, "-m", "bertlab.cli", "check", *args], cwd=cwd or bundle, env=environ,
                           capture_output=True, text=True, timeout=900)
 
 
@@ -59,7 +62,7 @@ def table_row(output: str, task: str) -> tuple[int, int, str]:
 
 def use_solution(bundle: Path, *tasks: str) -> None:
     for task in tasks:
-        shutil.copy(KIT_ROOT / "solutions" / f"{task}.py", bundle / "exercises" / f"{task}.py")
+        shutil.copy(REFERENCE_DIR / f"{task}.py", bundle / "exercises" / f"{task}.py")
 
 
 def replace_in_stub(bundle: Path, task: str, function: str, code: str) -> None:
@@ -134,15 +137,31 @@ def test_check_points_at_a_file_that_does_not_import(bundle):
     assert "does not even import" in result.stdout
 
 
-def test_kit_root_is_found_in_the_repo_and_in_a_bundle(released, monkeypatch):
-    monkeypatch.delenv(check.ROOT_ENV, raising=False)
-    assert check.find_kit_root(KIT_ROOT / "docs") == KIT_ROOT
-    assert check.find_kit_root(released / "exercises") == released.resolve()
-    monkeypatch.setenv(check.ROOT_ENV, str(released))
-    assert check.find_kit_root(KIT_ROOT) == released.resolve()
-    monkeypatch.setenv(check.ROOT_ENV, str(released / "docs"))
-    with pytest.raises(check.KitRootNotFound, match="does not hold exercises"):
-        check.find_kit_root()
+def test_exercises_are_found_from_the_working_directory_or_dir(released, monkeypatch, tmp_path):
+    for where in (released, released / "exercises", released / "docs" / "concepts"):
+        monkeypatch.chdir(where)
+        found = find_workspace()
+        assert (found.root, found.exercises) == (released.resolve(), released.resolve() / "exercises"), where
+    monkeypatch.chdir(KIT_ROOT / "docs")  # the checkout is a workspace too (a self-paced learner's clone)
+    assert find_workspace().exercises == KIT_ROOT / "exercises"
+    assert find_workspace(released).exercises == released.resolve() / "exercises"
+    assert find_workspace(released / "exercises").exercises == released.resolve() / "exercises"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="no exercises found.*--dir"):
+        find_workspace()
+    with pytest.raises(UsageError, match="--dir .*docs.*cka.py"):
+        find_workspace(released / "docs")
+
+
+def test_check_runs_from_a_subfolder_and_with_dir(bundle, tmp_path):
+    use_solution(bundle, "cka")
+    inside = run_check(bundle, "--task", "cka", cwd=bundle / "exercises")
+    assert inside.returncode == 0 and table_row(inside.stdout, "cka")[2] == "passed", inside.stdout + inside.stderr
+    elsewhere = run_check(bundle, "--task", "cka", "--dir", str(bundle / "exercises"), cwd=tmp_path)
+    assert elsewhere.returncode == 0 and table_row(elsewhere.stdout, "cka")[2] == "passed", elsewhere.stderr
+    lost = run_check(bundle, "--task", "cka", cwd=tmp_path)
+    assert lost.returncode == 2, lost.stdout + lost.stderr
+    assert "no exercises found" in lost.stderr and "--dir" in lost.stderr and "Traceback" not in lost.stderr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,12 +170,12 @@ def test_kit_root_is_found_in_the_repo_and_in_a_bundle(released, monkeypatch):
 
 def collected(*tests: tuple[str, str]) -> dict:
     return {"event": "collected", "tests": [
-        {"nodeid": f"tests/public/test_{task}.py::{name}", "name": name, "task": task, "doc": ""}
+        {"nodeid": f"test_{task}.py::{name}", "name": name, "task": task, "doc": ""}
         for task, name in tests]}
 
 
 def result(task: str, name: str, outcome: str = "passed", stub: bool = False, message: str = "") -> dict:
-    return {"event": "result", "nodeid": f"tests/public/test_{task}.py::{name}", "outcome": outcome,
+    return {"event": "result", "nodeid": f"test_{task}.py::{name}", "outcome": outcome,
             "stub": stub, "message": message, "where": ""}
 
 
@@ -189,7 +208,7 @@ def test_first_failure_prefers_a_wrong_value_to_a_remaining_stub():
 
 def test_a_run_that_ends_early_marks_the_running_test_and_leaves_the_rest_not_run():
     events = [collected(("cka", "a"), ("cka", "b"), ("pooling", "c")), result("cka", "a"),
-              {"event": "start", "nodeid": "tests/public/test_cka.py::b"}]
+              {"event": "start", "nodeid": "test_cka.py::b"}]
     run = check.summarise_events(KIT_ROOT, ["cka", "pooling"], events, returncode=-9)
     assert run.reports["cka"].status == "failed"
     assert "killed by signal SIGKILL" in run.reports["cka"].first_failure.message

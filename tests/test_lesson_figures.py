@@ -11,7 +11,7 @@ LESSON_SBERT_COSINES = [0.585, 0.804, 0.547, 0.389, 0.403, 0.436, 0.389, 0.102] 
 
 @pytest.fixture(scope="module")
 def figures():
-    return lesson_figures(load_implementation("solutions"), full=True)
+    return lesson_figures(load_implementation("reference"), full=True)
 
 
 def test_lesson_sts_pairs(figures):

@@ -1,5 +1,6 @@
-"""The lesson notebook: generated from bertlab/notebook_source.py, committed without outputs, and executed
-top to bottom (nbclient, a real kernel) against the solutions and against the untouched stubs.
+"""The lesson notebook: generated from bertlab_grader/notebook.py, committed without outputs, and executed
+top to bottom (nbclient, a real kernel, from the exercises folder as Jupyter would) against the
+reference and against the untouched stubs.
 
 Both runs use BERTLAB_FAST=1 (the two training runs shrink to seconds) and a private cache directory
 (the small masked-LM of the fast recipe is trained by the first run and reused by the second).
@@ -15,7 +16,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from bertlab import notebook_source
+from bertlab_grader import notebook as notebook_source
+
+KIT_ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_PATH = KIT_ROOT / "exercises" / notebook_source.NOTEBOOK_NAME
 
 SBERT_COSINES = [0.585, 0.804, 0.547, 0.389, 0.403, 0.436, 0.389, 0.102]
 SBERT_SPEARMAN, SBERT_MAE = 0.881, 0.285
@@ -25,13 +29,13 @@ DAN_SPEARMAN, STSB_DAN = 0.452, 0.509  # our DAN (MiniLM's own input embeddings)
 
 
 def test_committed_notebook_is_generated_from_its_source():
-    committed = notebook_source.NOTEBOOK_PATH.read_text(encoding="utf-8")
+    committed = NOTEBOOK_PATH.read_text(encoding="utf-8")
     assert committed == notebook_source.notebook_text(), \
-        "exercises/Week_7_encoder.ipynb is stale: run `python -m bertlab_grader.notebook`"
+        "exercises/Week_7_encoder.ipynb is stale: run `python tools/build_exercises.py`"
 
 
 def test_committed_notebook_has_no_outputs():
-    notebook = nbformat.read(notebook_source.NOTEBOOK_PATH, as_version=4)
+    notebook = nbformat.read(NOTEBOOK_PATH, as_version=4)
     nbformat.validate(notebook)
     for cell in notebook.cells:
         if cell.cell_type == "code":
@@ -41,7 +45,7 @@ def test_committed_notebook_has_no_outputs():
 def _execute(target: str, cache_dir: Path, save_to: Path):
     from nbclient import NotebookClient
 
-    notebook = nbformat.read(notebook_source.NOTEBOOK_PATH, as_version=4)
+    notebook = nbformat.read(NOTEBOOK_PATH, as_version=4)
     env = {"BERTLAB_IMPL": target, "BERTLAB_FAST": "1", "BERTLAB_CACHE_DIR": str(cache_dir),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
@@ -49,7 +53,7 @@ def _execute(target: str, cache_dir: Path, save_to: Path):
             patch.setenv(key, value)
         started = time.perf_counter()
         NotebookClient(notebook, timeout=900, kernel_name="python3", allow_errors=True,
-                       resources={"metadata": {"path": str(notebook_source.KIT_ROOT)}}).execute()
+                       resources={"metadata": {"path": str(NOTEBOOK_PATH.parent)}}).execute()
         seconds = time.perf_counter() - started
     nbformat.write(notebook, save_to)  # kept for debugging a failure
     print(f"\nnotebook against {target}: {seconds:.0f} s (executed copy: {save_to})")
@@ -63,7 +67,7 @@ def cache_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def solutions_run(cache_dir, tmp_path_factory):
-    return _execute("solutions", cache_dir, tmp_path_factory.mktemp("nb") / "solutions.ipynb")
+    return _execute("reference", cache_dir, tmp_path_factory.mktemp("nb") / "solutions.ipynb")
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +111,7 @@ def _number(pattern: str, text: str) -> float:
 def test_solutions_run_top_to_bottom_without_errors(solutions_run):
     notebook, seconds = solutions_run
     assert _errors(notebook) == []
-    assert "implementation: solutions" in _stdout(notebook, "setup")
+    assert "implementation: reference" in _stdout(notebook, "setup")
 
 
 def test_cka_figures_are_drawn(solutions_run):

@@ -22,10 +22,12 @@ from typing import Callable
 import pytest
 
 from bertlab.cli import main
-from bertlab_grader.stubs import EXERCISE_MODULES
+from bertlab.tasks import EXERCISE_MODULES
 from bertlab_grader import release as rel
+from bertlab_grader.kit import PACKAGE_DIR, REFERENCE_DIR, SUITES_DIR
 
-KIT_ROOT = Path(__file__).resolve().parents[2]
+KIT_ROOT = Path(__file__).resolve().parents[1]
+STUDENT_PACKAGE = KIT_ROOT / "src" / "bertlab"
 FENCE = "### BEGIN SOLUTION"
 
 
@@ -43,17 +45,18 @@ def bundle_files(bundle: Path) -> dict[str, bytes]:
 
 
 def student_pythonpath(bundle: Path, shadow: Path) -> str:
-    """PYTHONPATH for running a bundle as a student would: the bundle first, then stand-ins that make
-    the kit's instructor-only packages (installed here, in editable mode) unimportable."""
-    for name in ("solutions", "grader"):
-        (shadow / name).mkdir(parents=True, exist_ok=True)
-        (shadow / name / "__init__.py").write_text(
-            f'raise ModuleNotFoundError("No module named {name!r} (not in the student bundle)", name={name!r})\n')
-    return os.pathsep.join([str(bundle), str(shadow)])
+    """PYTHONPATH for running a bundle as a student would: the bundle's own package first, then a
+    stand-in that makes the instructor package (installed here, in editable mode) unimportable.
+    (tests/test_packaging.py installs the bundle alone into a virtualenv.)"""
+    (shadow / "bertlab_grader").mkdir(parents=True, exist_ok=True)
+    (shadow / "bertlab_grader" / "__init__.py").write_text(
+        'raise ModuleNotFoundError("No module named \'bertlab_grader\' (not in the student bundle)", '
+        'name="bertlab_grader")\n')
+    return os.pathsep.join([str(bundle / "src"), str(shadow)])
 
 
 def in_bundle(bundle: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "BERTLAB_ROOT"}
+    env = dict(os.environ)
     env.update(PYTHONPATH=student_pythonpath(bundle, bundle.parent / f"{bundle.name}-shadow"),
                HF_HUB_OFFLINE="1", NO_COLOR="1")
     return subprocess.run([sys.executable, *args], cwd=bundle, env=env, capture_output=True, text=True, timeout=600)
@@ -65,19 +68,20 @@ def in_bundle(bundle: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_bundle_holds_what_a_student_needs(bundle):
     files = bundle_files(bundle)
-    needed = ["README.md", "pyproject.toml", ".gitignore", rel.BUNDLE_MARKER, "exercises/__init__.py",
-              "tests/conftest.py", "tests/public/__init__.py", "docs/architecture.md"]
+    needed = ["README.md", "pyproject.toml", ".gitignore", rel.BUNDLE_MARKER, "docs/architecture.md",
+              "docs/commands.md", "exercises/Week_7_encoder.ipynb"]
     needed += [f"exercises/{t}.py" for t in EXERCISE_MODULES]
-    needed += [str(p.relative_to(KIT_ROOT)) for p in (KIT_ROOT / "bertlab").rglob("*")
+    # The whole student package, public tests and requirements included.
+    needed += [str(p.relative_to(KIT_ROOT)) for p in STUDENT_PACKAGE.rglob("*")
                if p.is_file() and "__pycache__" not in p.parts]
-    needed += [str(p.relative_to(KIT_ROOT)) for p in (KIT_ROOT / "tests" / "public").glob("*.py")]
-    needed += [str(p.relative_to(KIT_ROOT)) for p in (KIT_ROOT / "exercises").glob("*.ipynb")]
-    needed += [f"docs/{name}" for name in ("student-guide.md", "self-paced.md") if (KIT_ROOT / "docs" / name).exists()]
-    needed += [str(p.relative_to(KIT_ROOT)) for p in (KIT_ROOT / "docs" / "concepts").glob("*.md")]
+    needed += [f"docs/{name}" for name in ("student-guide.md", "self-paced.md")]
+    needed += [f"docs/concepts/{p.name}" for p in (KIT_ROOT / "docs" / "concepts").glob("*.md")]
     missing = [name for name in needed if name not in files]
     assert not missing, f"the bundle lacks {missing}"
-    for task in EXERCISE_MODULES:  # the stubs are the generated ones, byte for byte
-        assert files[f"exercises/{task}.py"] == (KIT_ROOT / "exercises" / f"{task}.py").read_bytes()
+    assert "src/bertlab/public_tests/test_cka.py" in files and "src/bertlab/requirements.txt" in files
+    for name in [f"{t}.py" for t in EXERCISE_MODULES] + ["Week_7_encoder.ipynb"]:
+        # the stubs and the notebook are the generated ones, byte for byte (the checkout's copy is current)
+        assert files[f"exercises/{name}"] == (KIT_ROOT / "exercises" / name).read_bytes(), name
     assert "bertlab check" in files["README.md"].decode()
 
 
@@ -85,25 +89,21 @@ def test_bundle_holds_nothing_instructor_only(bundle):
     files = bundle_files(bundle)
     for name in files:
         top = Path(name).parts
-        assert top[0] not in ("solutions", "grader", "benchmarks"), name
-        assert top[:2] not in (("tests", "hidden"), ("tests", "kit")), name
+        assert "bertlab_grader" not in top and top[0] not in ("tests", "benchmarks", "tools"), name
         assert not name.endswith(".pyc") and "__pycache__" not in top, name
     assert "docs/instructor-guide.md" not in files and "docs/hidden-suites.md" not in files
 
 
 def test_no_solution_code_anywhere_in_the_bundle(bundle):
     texts = {name: data.decode("utf-8", errors="replace") for name, data in bundle_files(bundle).items()}
-    # The fence text appears only as the constant stubgen uses to find fences, never as a fence line.
     holders = {name for name, text in texts.items() if FENCE in text}
-    assert holders <= {"bertlab/stubgen.py"}, holders
-    for line in texts["bertlab/stubgen.py"].splitlines():
-        assert not line.strip().startswith("###"), line
+    assert not holders, f"nbgrader's fence text is in {holders}"
     # Distinctive lines of every reference body: in no bundle file. (A line that the provided code
-    # of bertlab/ also has, e.g. a generic argument check, is public by design.)
+    # of bertlab also has, e.g. a generic argument check, is public by design.)
     stubs = {f"{t}.py": (KIT_ROOT / "exercises" / f"{t}.py").read_text() for t in EXERCISE_MODULES}
-    provided = "\n".join(p.read_text() for p in (KIT_ROOT / "bertlab").rglob("*.py"))
+    provided = "\n".join(p.read_text() for p in STUDENT_PACKAGE.rglob("*.py"))
     checked = 0
-    for path in sorted((KIT_ROOT / "solutions").glob("*.py")):
+    for path in sorted(REFERENCE_DIR.glob("*.py")):
         for body in path.read_text().split(FENCE)[1:]:
             for line in body.split("### END SOLUTION")[0].splitlines():
                 line = line.strip()
@@ -118,14 +118,14 @@ def test_no_solution_code_anywhere_in_the_bundle(bundle):
 def test_no_hidden_test_or_grader_file_in_the_bundle(bundle):
     texts = {name: data.decode("utf-8", errors="replace") for name, data in bundle_files(bundle).items()}
     contents = set(bundle_files(bundle).values())
-    secret = [p for folder in ("tests/hidden", "grader", "solutions") for p in (KIT_ROOT / folder).rglob("*")
+    secret = [p for p in PACKAGE_DIR.rglob("*")
               if p.is_file() and "__pycache__" not in p.parts and len(p.read_bytes().strip()) > 64]
-    assert secret, "nothing instructor-only found to compare with"
-    copies = [str(p.relative_to(KIT_ROOT)) for p in secret if p.read_bytes() in contents]
+    assert len(secret) > 20, "nothing instructor-only found to compare with"
+    copies = [str(p.relative_to(PACKAGE_DIR)) for p in secret if p.read_bytes() in contents]
     assert not copies, f"copied into the bundle: {copies}"
-    public_names = {node.name for p in (KIT_ROOT / "tests" / "public").glob("test_*.py")
+    public_names = {node.name for p in (STUDENT_PACKAGE / "public_tests").glob("test_*.py")
                     for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.FunctionDef)}
-    hidden_only = {node.name for p in (KIT_ROOT / "tests" / "hidden").rglob("test_*.py")
+    hidden_only = {node.name for p in SUITES_DIR.rglob("test_*.py")
                    for node in ast.walk(ast.parse(p.read_text()))
                    if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")} - public_names
     leaked = sorted(name for name in hidden_only
@@ -133,15 +133,22 @@ def test_no_hidden_test_or_grader_file_in_the_bundle(bundle):
     assert not leaked, f"hidden test names in the bundle: {leaked}"
 
 
-def test_bundle_pyproject_and_conftest(bundle):
-    kit = tomllib.loads((KIT_ROOT / "pyproject.toml").read_text())
+def _requirements(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_bundle_is_its_own_distribution_with_the_student_dependencies(bundle):
     ours = tomllib.loads((bundle / "pyproject.toml").read_text())
-    assert ours["project"]["dependencies"] == kit["project"]["dependencies"]
+    assert ours["project"]["name"] == rel.BUNDLE_DISTRIBUTION == "bertlab-student"
     assert ours["project"]["scripts"] == {"bertlab": "bertlab.cli:main"}
-    assert ours["tool"]["setuptools"]["packages"]["find"]["include"] == ["bertlab*", "exercises*"]
-    assert ours["tool"]["setuptools"]["package-data"]["bertlab"] == ["data/**/*"]
-    assert ours["tool"]["pytest"]["ini_options"] == kit["tool"]["pytest"]["ini_options"]
-    assert 'default="exercises"' in (bundle / "tests" / "conftest.py").read_text()  # no solutions here
+    assert "entry-points" not in ours["project"], "the bundle must not add commands"
+    assert ours["tool"]["setuptools"]["packages"] == ["bertlab", "bertlab.public_tests"]
+    assert ours["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["src/bertlab/requirements.txt"]}
+    student = _requirements(bundle / "src" / "bertlab" / "requirements.txt")
+    assert student == _requirements(STUDENT_PACKAGE / "requirements.txt")
+    names = {re.split(r"[<>=\[ ]", r)[0].lower() for r in student}
+    assert {"torch", "transformers", "pytest", "notebook"} <= names
+    assert not names & {"nbgrader", "psycopg2-binary", "faiss-cpu", "sentence-transformers", "jsonschema"}, names
     assert json.loads((bundle / rel.BUNDLE_MARKER).read_text())["tasks"] == list(EXERCISE_MODULES)
 
 
@@ -149,10 +156,8 @@ def test_bundle_pyproject_and_conftest(bundle):
 # It runs
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args", [["tests/public", "--impl", "exercises"], ["-m", "pooling"]],
-                         ids=["explicit-impl", "bundle-default-impl"])
-def test_public_tests_run_in_the_bundle_and_say_not_implemented(bundle, args):
-    result = in_bundle(bundle, "-m", "pytest", *args, "-q", "-x")
+def test_public_tests_run_in_the_bundle_and_say_not_implemented(bundle):
+    result = in_bundle(bundle, "-m", "pytest", "--pyargs", "bertlab.public_tests", "-m", "pooling", "-q", "-x")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "is not implemented yet" in result.stdout, result.stdout[-3000:]
     assert "1 failed" in result.stdout
@@ -166,10 +171,17 @@ def test_bertlab_check_runs_in_the_bundle(bundle, tmp_path):
     assert "not started" in result.stdout and "Next: start task cka" in result.stdout
 
 
-def test_instructor_commands_say_so_in_the_bundle(bundle):
+def test_the_bundle_has_only_student_commands(bundle):
+    helped = in_bundle(bundle, "-m", "bertlab.cli", "--help")
+    assert helped.returncode == 0, helped.stderr
+    assert "check" in helped.stdout and "lesson" in helped.stdout
+    for instructor in ("grade", "demo", "release", "audit", "doctor", "instructor"):
+        assert instructor not in helped.stdout, (instructor, helped.stdout)
     result = in_bundle(bundle, "-m", "bertlab.cli", "grade-one", "somewhere")
-    assert result.returncode == 2
-    assert "instructor command" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "invalid choice" in result.stderr and "Traceback" not in result.stderr
+    reference = in_bundle(bundle, "-m", "bertlab.cli", "lesson", "--reference", "--quick")
+    assert reference.returncode == 2, reference.stdout + reference.stderr
+    assert "instructor kit" in reference.stderr and "Traceback" not in reference.stderr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,7 +258,7 @@ STUDENT_WORK = {
     "notebook": ("exercises/Week_7_encoder.ipynb", _edit_notebook),
     "notebook autosave": ("exercises/.ipynb_checkpoints/Week_7_encoder-checkpoint.ipynb", _write('{"cells": []}')),
     "notes": ("notes.md", _write("ask about CKA\n")),
-    "changed provided file": ("bertlab/__init__.py", _append("# mine\n")),
+    "changed provided file": ("src/bertlab/__init__.py", _append("# mine\n")),
 }
 
 
@@ -297,9 +309,9 @@ def test_force_refuses_a_bundle_that_predates_the_manifest(earlier):
 def test_force_checks_again_just_before_deleting(earlier, monkeypatch):
     build = rel.build_bundle
 
-    def student_saves_while_building(kit_root, dest, log=print):
+    def student_saves_while_building(dest, log=print):
         (earlier / "exercises" / "pooling.py").write_text("saved during the release\n")
-        return build(kit_root, dest, log=log)
+        return build(dest, log=log)
 
     monkeypatch.setattr(rel, "build_bundle", student_saves_while_building)
     with pytest.raises(rel.ReleaseError, match="exercises/pooling.py"):
@@ -335,18 +347,18 @@ def test_release_refuses_the_kit_itself_and_folders_it_did_not_write(tmp_path):
 
 def test_scan_finds_planted_leaks(bundle, tmp_path):
     planted = Path(shutil.copytree(bundle, tmp_path / "planted"))
-    assert rel.scan_bundle(planted, KIT_ROOT) == []
-    solution_line = next(iter(rel.solution_fingerprints(KIT_ROOT)))
+    assert rel.scan_bundle(planted) == []
+    solution_line = next(iter(rel.solution_fingerprints()))
     (planted / "docs" / "cheat.md").write_text(f"Here is how:\n\n    {solution_line}\n")
     source = ["def f():\n", "    ### BEGIN SOLUTION\n", "    return 1\n"]
     notebook = {"cells": [{"cell_type": "code", "source": source}]}
     (planted / "exercises" / "extra.ipynb").write_text(json.dumps(notebook, indent=1))
-    hidden = next(p for p in sorted((KIT_ROOT / "tests" / "hidden").glob("*.py")) if len(p.read_bytes()) > 64)
-    shutil.copy(hidden, planted / "tests" / "public" / "renamed.py")
-    (planted / "grader").mkdir()
-    (planted / "grader" / "x.txt").write_text("x")
-    problems = "\n".join(rel.scan_bundle(planted, KIT_ROOT))
-    assert "docs/cheat.md:3: a line of solutions/" in problems
+    hidden = next(p for p in sorted(SUITES_DIR.glob("*.py")) if len(p.read_bytes()) > 64)
+    shutil.copy(hidden, planted / "src" / "bertlab" / "public_tests" / "renamed.py")
+    (planted / "src" / "bertlab_grader").mkdir()
+    (planted / "src" / "bertlab_grader" / "x.txt").write_text("x")
+    problems = "\n".join(rel.scan_bundle(planted))
+    assert "docs/cheat.md:3: a line of bertlab_grader/reference/" in problems
     assert "exercises/extra.ipynb" in problems and "nbgrader fence" in problems
-    assert f"tests/public/renamed.py: a copy of tests/hidden/{hidden.name}" in problems
-    assert "grader/x.txt: instructor-only path" in problems
+    assert f"src/bertlab/public_tests/renamed.py: a copy of bertlab_grader/suites/{hidden.name}" in problems
+    assert "src/bertlab_grader/x.txt: instructor-only path" in problems

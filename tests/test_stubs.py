@@ -1,29 +1,50 @@
-"""exercises/ is generated from bertlab_grader.reference/: it must be fresh, leak nothing, and fail task by task."""
+"""exercises/ is generated from the reference (bertlab_grader/reference/): it must be fresh, leak
+nothing, and fail task by task."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bertlab import stubgen
-from bertlab.implementations import load_implementation
+from bertlab.implementations import load_directory, load_implementation
+from bertlab_grader import stubs as stubgen
+from bertlab_grader.kit import REFERENCE_DIR
 
-KIT_ROOT = Path(__file__).resolve().parents[2]
+KIT_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", [f"{t}.py" for t in stubgen.EXERCISE_MODULES])
 def test_committed_exercises_are_fresh(name):
-    expected = stubgen.expected_exercises(KIT_ROOT)[name]
+    expected = stubgen.expected_exercises()[name]
     actual = (KIT_ROOT / "exercises" / name).read_text()
     assert actual == expected, (
-        f"exercises/{name} is stale: it differs from what solutions/{name} generates. "
-        "Run `bertlab build-exercises` and commit the result."
+        f"exercises/{name} is stale: it differs from what bertlab_grader/reference/{name} generates. "
+        "Run `python tools/build_exercises.py` and commit the result."
     )
 
 
+def test_build_exercises_tool_reports_a_stale_file_and_rewrites_it(tmp_path, monkeypatch):
+    sys.path.insert(0, str(KIT_ROOT / "tools"))
+    try:
+        import build_exercises
+    finally:
+        sys.path.remove(str(KIT_ROOT / "tools"))
+    monkeypatch.setattr(build_exercises, "EXERCISES", tmp_path)
+    assert build_exercises.main(["--check"]) == 1  # empty folder: everything is stale
+    assert build_exercises.main([]) == 0
+    assert build_exercises.main(["--check"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(build_exercises.expected_files())
+    # The committed copy is current (what CI would otherwise catch file by file above).
+    done = subprocess.run([sys.executable, str(KIT_ROOT / "tools" / "build_exercises.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_stubs_contain_no_solution_code():
-    for name, text in stubgen.expected_exercises(KIT_ROOT).items():
+    for name, text in stubgen.expected_exercises().items():
         assert stubgen.BEGIN not in text and stubgen.END not in text, f"{name} still has a solution fence"
-        solution = (KIT_ROOT / "solutions" / name).read_text()
+        solution = (REFERENCE_DIR / name).read_text()
         fenced = solution.split(stubgen.BEGIN)[1].split(stubgen.END)[0]
         distinctive = [line.strip() for line in fenced.splitlines() if len(line.strip()) > 30]
         leaked = [line for line in distinctive if line in text]
@@ -31,7 +52,7 @@ def test_stubs_contain_no_solution_code():
 
 
 def test_every_stub_raises_a_task_specific_not_implemented():
-    stubs = load_implementation("exercises")
+    stubs = load_directory(KIT_ROOT / "exercises")
     cases = {
         "cka": lambda: stubs.cka.linear_cka([[0.0, 1.0], [1.0, 0.0]], [[1.0], [2.0]]),
         "pooling": lambda: stubs.pooling.masked_mean_pool(__import__("torch").zeros(1, 2, 3), __import__("torch").ones(1, 2)),
@@ -46,10 +67,10 @@ def test_every_stub_raises_a_task_specific_not_implemented():
 def test_signatures_and_docstrings_are_kept():
     import inspect
 
-    stubs, reference = load_implementation("exercises"), load_implementation("solutions")
+    stubs, reference = load_directory(KIT_ROOT / "exercises"), load_implementation("reference")
     for module in stubgen.EXERCISE_MODULES:
         for name, obj in vars(getattr(reference, module)).items():
-            if name.startswith("_") or not callable(obj) or getattr(obj, "__module__", "") != f"solutions.{module}":
+            if name.startswith("_") or not callable(obj) or getattr(obj, "__module__", "") != f"bertlab_grader.reference.{module}":
                 continue
             twin = getattr(getattr(stubs, module), name)
             assert inspect.signature(twin) == inspect.signature(obj), f"{module}.{name} signature drifted"

@@ -57,8 +57,16 @@ def add_student_commands(sub) -> None:
 
 
 def _plugin_registrations():
-    """The ``register`` functions of installed command plugins, in name order."""
-    return [ep.load() for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name)]
+    """The ``register`` functions of installed command plugins, in name order. An entry point whose
+    package is gone (metadata left behind by an uninstall, a path that shadows it) adds nothing."""
+    found = []
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
+        try:
+            found.append(ep.load())
+        except ModuleNotFoundError as exc:
+            if not (exc.name and ep.module.split(".")[0] == exc.name.split(".")[0]):
+                raise  # the plugin is there but broken: that is worth a traceback
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:

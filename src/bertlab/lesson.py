@@ -1,8 +1,8 @@
 """The glue the lesson notebook (exercises/Week_7_encoder.ipynb) calls.
 
-- Which implementation the notebook runs: ``BERTLAB_IMPL`` = ``exercises`` (default: your code),
-  ``solutions`` (the reference; the kit's CI) or a directory holding cka.py, pooling.py, siamese.py,
-  retrieval.py. ``BERTLAB_FAST=1`` shrinks the two training runs to seconds (CI).
+- Which implementation the notebook runs: ``BERTLAB_IMPL`` = ``exercises`` (default: your code, the
+  exercises folder found from the notebook's folder), ``reference`` (instructor kit only; the kit's
+  CI) or a directory holding cka.py, pooling.py, siamese.py, retrieval.py. ``BERTLAB_FAST=1`` shrinks the two training runs to seconds (CI).
 - ``student_code(task)`` / ``try_student(task, fn, ...)``: run a step that uses your code; a
   ``NotImplementedError`` becomes a short "Task X is not implemented yet: open ..." note, any other
   error is shown with its traceback, and either way the cell completes so the rest of the lesson runs.
@@ -87,8 +87,10 @@ def fast_mode() -> bool:
 def task_file(task: str, target: Optional[str] = None) -> str:
     """Where the student edits ``task``: ``exercises/cka.py`` (or the directory's own file)."""
     target = target or _current_target
-    if target in ("exercises", "solutions"):
-        return f"{target}/{task}.py"
+    if target == "exercises":
+        return f"exercises/{task}.py"
+    if target == "reference":
+        return f"bertlab_grader/reference/{task}.py"
     return str(Path(target) / f"{task}.py")
 
 

@@ -1,5 +1,6 @@
 """The instructor's `bertlab` commands, added to the student CLI through the ``bertlab.commands``
-entry point (see bertlab/cli.py): demo, grade, grade-one, doctor, release, audit, build-exercises."""
+entry point (see bertlab/cli.py): demo, grade, grade-one, doctor, release, audit.
+(Kit developers regenerate the checkout's exercises/ with tools/build_exercises.py.)"""
 
 from __future__ import annotations
 
@@ -46,14 +47,6 @@ def _cmd_audit(args) -> int:
     from bertlab_grader.audit import run_audit
 
     return run_audit(only=args.only, workers=args.workers)
-
-
-def _cmd_build_exercises(args) -> int:
-    from bertlab_grader.stubs import build_exercises
-
-    for path in build_exercises(Path(args.out)):
-        print(f"wrote {path}")
-    return 0
 
 
 def _grading_flags(p: argparse.ArgumentParser) -> None:
@@ -106,7 +99,3 @@ def register(sub) -> None:
     p.add_argument("--only", default=None, help="only mutants whose name contains this")
     p.add_argument("--workers", type=int, default=None)
     p.set_defaults(func=_cmd_audit)
-
-    p = sub.add_parser("build-exercises", help="[instructor] write the student stubs, generated from the reference")
-    p.add_argument("out", help="folder to write cka.py, pooling.py, siamese.py, retrieval.py into")
-    p.set_defaults(func=_cmd_build_exercises)

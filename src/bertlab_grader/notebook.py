@@ -65,8 +65,8 @@ from bertlab.models import load_tokenizer, named_model
 from bertlab.representations import layer_representations
 from bertlab.sts import encode_texts, evaluate_pairs
 
-# Your code: the same as `from exercises import cka, pooling, siamese, retrieval`.
-# BERTLAB_IMPL=solutions runs the reference instead (that is what the kit's CI does);
+# Your code: cka.py, pooling.py, siamese.py and retrieval.py of your exercises folder (this one).
+# BERTLAB_IMPL=reference runs the reference instead (instructor kit only; the kit's CI does);
 # BERTLAB_IMPL=some/dir runs the four files in that directory.
 lesson.quiet_transformers()  # no weight-loading progress bars or info warnings in the outputs
 impl = lesson.load_lesson_implementation()
