@@ -24,7 +24,7 @@ python3 -m venv "$VENV"
 export PATH="/usr/bin:/bin"   # never activated: the venv's bin is not on PATH
 cd "$KIT"
 # The README's first command, with the venv's pip (CI and new users run the same two commands).
-"$VENV/bin/pip" install -q torch==2.13.0 && "$VENV/bin/pip" install -q -e . >"$ROOT/install.log" 2>&1
+"$VENV/bin/pip" install -q torch==2.13.0 && "$VENV/bin/pip" install -q -e ".[dev]" >"$ROOT/install.log" 2>&1
 check "install" test -x "$BL"
 
 cd "$ROOT"
@@ -36,7 +36,7 @@ r = json.load(open(f"{sys.argv[1]}/autograded/alice/week7/results.json"))
 bad = [t for t in r["tests"] if t["task"] != "performance" and t["points"] < t["max_points"]]
 assert not bad and r["sandboxed"] is True, bad
 PY
-check "no kit path in any results.json or feedback" bash -c "! grep -rl -e '$KIT' -e '$VENV' -e '/grader/sandbox' '$ROOT/demo course/autograded' '$ROOT/demo course/feedback'"
+check "no kit path in any results.json or feedback" bash -c "! grep -rl -e '$KIT' -e '$VENV' -e 'bertlab_grader/sandbox' '$ROOT/demo course/autograded' '$ROOT/demo course/feedback'"
 
 C="$ROOT/course"
 mkdir -p "$C/submitted/s1/week7" "$C/submitted/s2/week7" "$C/submitted/loose" "$C/submitted/nb/week7"

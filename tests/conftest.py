@@ -1,0 +1,41 @@
+"""The kit's own test session: every results.json any test produced must match results.schema.json.
+
+Grading validates each document before writing it (bertlab_grader.course.validate_result), so a
+mismatch here means something wrote results.json around that check. The check runs once, at the end
+of the session, over every results.json under pytest's temporary folders (demo courses, cohorts,
+the wheel installed in a virtualenv), and fails the session naming the file and the first error.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def pytest_sessionfinish(session, exitstatus):
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or getattr(session.config, "workerinput", None) is not None:
+        return
+    try:
+        base = factory.getbasetemp()
+    except Exception:  # noqa: BLE001 - no test asked for a temporary folder
+        return
+    from bertlab_grader.course import check_results_schema
+
+    found, bad = 0, []
+    for path in sorted(base.rglob("results.json")):
+        found += 1
+        try:
+            check_results_schema(json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, OSError) as exc:
+            bad.append(f"{path}: {exc}")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and found:
+        reporter.write_sep("-", f"results.json files produced by this session: {found}, "
+                                f"matching results.schema.json: {found - len(bad)}")
+    if bad:
+        if reporter is not None:
+            reporter.write_line("results.json files that do not match results.schema.json:\n  " + "\n  ".join(bad),
+                                red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
