@@ -1,9 +1,8 @@
 """Benchmark plumbing: every timing is recorded in a group next to its baselines from the same run,
 and the session ends with a table of median times and ratios (never a timed assert).
 
-Run: python -m pytest benchmarks --benchmark-enable
-(pyproject's addopts has --benchmark-disable; without --benchmark-enable each function runs once,
-as a smoke test, and no table is printed.)
+Run: python -m pytest benchmarks   (pytest-benchmark comes with the kit's [bench] extra)
+With --benchmark-disable each function runs once, as a smoke test, and no table is printed.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ input), Xc is all zeros and the formula is 0/0. We return ``nan`` for that case 
 number, so a heatmap shows the undefined row as a gap rather than hiding it.
 """
 
-# Student version of task cka, generated from the reference by `bertlab build-exercises`.
+# Student version of task cka, generated from the reference solution.
 # Replace each `raise NotImplementedError` with your code; run `bertlab check --task cka`.
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ This is the pooling of Sentence-BERT and of the DAN baseline; the only differenc
 whether `hidden` is contextual (a Transformer's output) or a plain embedding lookup.
 """
 
-# Student version of task pooling, generated from the reference by `bertlab build-exercises`.
+# Student version of task pooling, generated from the reference solution.
 # Replace each `raise NotImplementedError` with your code; run `bertlab check --task pooling`.
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ semantic_search walks the corpus in blocks and keeps a running top-k.
 Ties: equal scores are ordered by ascending corpus index, so results are reproducible.
 """
 
-# Student version of task retrieval, generated from the reference by `bertlab build-exercises`.
+# Student version of task retrieval, generated from the reference solution.
 # Replace each `raise NotImplementedError` with your code; run `bertlab check --task retrieval`.
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ cosine of the two vectors. Because a sentence's vector does not depend on its pa
 can be encoded once and searched later (task retrieval).
 """
 
-# Student version of task siamese, generated from the reference by `bertlab build-exercises`.
+# Student version of task siamese, generated from the reference solution.
 # Replace each `raise NotImplementedError` with your code; run `bertlab check --task siamese`.
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A self-paced learner's progress: which tasks passed, and when, kept next to exercises/.
 
-`bertlab check` records every run of the student's own exercises/ in ``.bertlab/progress.json`` at the
-kit root (the folder holding exercises/ and tests/) and shows it after the summary. The file is small,
+`bertlab check` records every run of the student's own exercises/ in ``.bertlab/progress.json`` in the
+workspace (the folder holding exercises/, bertlab/workspace.py) and shows it after the summary. The file is small,
 human-readable JSON; deleting it only forgets the history. Format (version 1)::
 
     {"version": 1,

@@ -34,6 +34,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "points(n): points a hidden test is worth")
 
 
+def pytest_report_header(config):
+    # Said first, every run: a learner in a checkout (whose pyproject says --impl reference) must
+    # never mistake the reference passing for their own code passing.
+    target = config.getoption("--impl")
+    meaning = {"exercises": "your exercises folder", "reference": "the REFERENCE solutions, not your code"}
+    return f"bertlab: code under test: --impl {target} ({meaning.get(target, 'the files in that folder')})"
+
+
 @pytest.fixture(scope="session")
 def impl(request):
     """The implementation under test (see the module docstring)."""

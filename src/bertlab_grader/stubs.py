@@ -7,8 +7,8 @@ the same two lines (a tool can count what is left, a student always sees the sam
     raise NotImplementedError("<task>: implement <function> (see its docstring)")
 
 Signatures, type hints with shapes, docstrings and the code outside the fences are kept verbatim.
-A fence at module level (private helpers) is replaced by a comment. `bertlab build-exercises` writes
-the files; tests/test_stubs.py fails when the committed exercises/ is stale.
+A fence at module level (private helpers) is replaced by a comment. `bertlab release` writes the
+files into every bundle, and `python tools/build_exercises.py` into the checkout's exercises/; tests/test_stubs.py fails when the committed exercises/ is stale.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 from bertlab.tasks import EXERCISE_MODULES  # noqa: E402,F401  (re-exported)
 _DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
 _BANNER = (
-    "# Student version of task {task}, generated from the reference by `bertlab build-exercises`.\n"
+    "# Student version of task {task}, generated from the reference solution.\n"
     "# Replace each `raise NotImplementedError` with your code; run `bertlab check --task {task}`.\n"
 )
 
