@@ -362,3 +362,15 @@ def test_scan_finds_planted_leaks(bundle, tmp_path):
     assert "exercises/extra.ipynb" in problems and "nbgrader fence" in problems
     assert f"src/bertlab/public_tests/renamed.py: a copy of bertlab_grader/suites/{hidden.name}" in problems
     assert "src/bertlab_grader/x.txt: instructor-only path" in problems
+
+
+def test_links_in_the_bundle_docs_resolve_inside_the_bundle(bundle):
+    """A student page that links to a page the bundle does not ship is a dead end for the student."""
+    broken = []
+    for path in sorted((bundle / "docs").rglob("*.md")) + [bundle / "README.md"]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            if not (path.parent / target.split("#")[0]).exists():
+                broken.append(f"{path.relative_to(bundle)} -> {target}")
+    assert not broken, "links the bundle cannot follow:\n" + "\n".join(broken)
