@@ -73,7 +73,7 @@ def test_bundle_holds_what_a_student_needs(bundle):
     needed += [f"exercises/{t}.py" for t in EXERCISE_MODULES]
     # The whole student package, public tests and requirements included.
     needed += [str(p.relative_to(KIT_ROOT)) for p in STUDENT_PACKAGE.rglob("*")
-               if p.is_file() and "__pycache__" not in p.parts]
+               if p.is_file() and not {"__pycache__", ".pytest_cache", ".hypothesis"} & set(p.parts)]
     needed += [f"docs/{name}" for name in ("student-guide.md", "self-paced.md")]
     needed += [f"docs/concepts/{p.name}" for p in (KIT_ROOT / "docs" / "concepts").glob("*.md")]
     missing = [name for name in needed if name not in files]
