@@ -141,6 +141,7 @@ def test_the_wheel_installs_only_the_two_packages(kit_venv):
     for needed in ("bertlab_grader/reference/cka.py", "bertlab_grader/suites/test_hidden_cka.py",
                    "bertlab_grader/suites/pytest.ini", "bertlab_grader/results.schema.json",
                    "bertlab_grader/templates/task_results.html.j2", "bertlab_grader/kit_docs/student-guide.md",
+                   "bertlab_grader/lesson/Week_7_encoder.py",
                    "bertlab/public_tests/pytest.ini", "bertlab/data/sts_b/sts-test.tsv", "bertlab/requirements.txt"):
         assert needed in files, needed
     assert wheel_requires(wheel) == (requirement_names((KIT_ROOT / "src/bertlab/requirements.txt").read_text().splitlines())
