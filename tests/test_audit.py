@@ -1,7 +1,7 @@
 """The mutant bank and its audit: every mutant caught in its own task only, every variant spared,
 every hint recognised.
 
-The default run audits a representative part (the solutions, the stubs, one mutant per task, two
+The default run audits a representative part (the reference solutions, the stubs, one mutant per task, two
 variants) and checks every hint; ``BERTLAB_FULL_AUDIT=1`` audits the whole bank (4.5-7 minutes on
 two loaded cores, see docs/hidden-suites.md).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 
 from bertlab.implementations import load_directory, load_implementation
+from bertlab.mistakes import find as find_mistake
 from bertlab_grader.audit import run_audit
 from bertlab_grader.hints import PROBES, matching_mistakes
 from bertlab_grader.mutants import EXERCISE_FILES, load_bank
@@ -34,12 +35,21 @@ def test_bank_size_and_one_mistake_per_mutant():
         assert "### BEGIN SOLUTION" not in (entry.path / entry.file).read_text()
 
 
+def test_every_mutant_is_a_known_mistake_of_its_task():
+    # The grader's hint is the table's text (bertlab/mistakes.py); the bank's own copy of it
+    # (mutants/build.py, what the audit compares with) must say the same.
+    for entry in load_bank(kinds=("mutant",)):
+        known = find_mistake(entry.name)
+        assert known is not None and known.task == entry.task, f"{entry.name} is not in bertlab/mistakes.py"
+        assert entry.hint == known.hint, f"{entry.name}: the bank's hint differs from bertlab/mistakes.py"
+
+
 def test_every_hinted_mutant_is_recognised_and_no_correct_code_gets_a_hint():
     for entry in load_bank(kinds=("mutant",)):
         if entry.hint:
             found = [m.name for m in matching_mistakes(load_directory(entry.path), entry.task)]
             assert found == [entry.name], f"{entry.name}: the probe matches {found}"
-    for impl in [load_implementation("solutions")] + [load_directory(v.path) for v in load_bank(kinds=("variant",))]:
+    for impl in [load_implementation("reference")] + [load_directory(v.path) for v in load_bank(kinds=("variant",))]:
         for task in PROBES:
             assert matching_mistakes(impl, task) == [], f"{impl.name} gets a {task} hint"
 

@@ -24,7 +24,7 @@ from bertlab_grader.failures import GraderFailure
 from bertlab_grader.kit import reference_sources
 from bertlab_grader.preflight import shortfall
 
-KIT_ROOT = Path(__file__).resolve().parents[2]
+KIT_ROOT = Path(__file__).resolve().parents[1]
 STUBS = {name: (KIT_ROOT / "exercises" / name).read_text() for name in ("cka.py", "pooling.py", "siamese.py", "retrieval.py")}
 BWRAP = shutil.which("bwrap")
 needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
@@ -116,9 +116,9 @@ def test_student_text_never_names_a_path_or_kit_frame():
     from bertlab_grader.scoring import error_message, scrub
 
     text = ('the sandbox said:\nTraceback (most recent call last):\n'
-            f'  File "{KIT_ROOT}/grader/sandbox/worker.py", line 813, in <module>\n    main()\n'
+            f'  File "{KIT_ROOT}/src/bertlab_grader/sandbox/worker.py", line 813, in <module>\n    main()\n'
             '  File "cka.py", line 4, in linear_cka\n    raise ValueError("bad")\n'
-            f'ValueError: bad shape, see {KIT_ROOT}/solutions/cka.py and /srv/x/y')
+            f'ValueError: bad shape, see {KIT_ROOT}/src/bertlab_grader/reference/cka.py and /srv/x/y')
     clean = scrub(text)
     assert str(KIT_ROOT) not in clean and "worker.py" not in clean and "/srv/x" not in clean
     assert 'File "cka.py", line 4' in clean and "raise ValueError" in clean, "the student's own frames stay"
@@ -279,15 +279,15 @@ def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
 def test_preflight_stops_the_run_when_the_reference_fails(tmp_path):
     """A kit whose reference solution raises grades nobody: the preflight names the failing test."""
     kit = tmp_path / "kit copy"
-    for part in ("bertlab", "grader", "solutions", "exercises", "tests"):
+    for part in ("src/bertlab", "src/bertlab_grader", "exercises", "tests"):
         shutil.copytree(KIT_ROOT / part, kit / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(KIT_ROOT / "pyproject.toml", kit / "pyproject.toml")
-    cka = kit / "solutions" / "cka.py"
+    cka = kit / "src" / "bertlab_grader" / "reference" / "cka.py"
     cka.write_text(cka.read_text().replace("def linear_cka(X, Y", "def _linear_cka(X, Y", 1)
                    + "\n\ndef linear_cka(X, Y, *args, **kwargs):\n    raise RuntimeError('broken reference')\n")
     course = tmp_path / "course"
     _submit(course, "s1", STUBS)
-    env = {**os.environ, "PYTHONPATH": str(kit)}
+    env = {**os.environ, "PYTHONPATH": str(kit / "src")}
     proc = _bertlab("grade", str(course), "--workers", "1", env=env, cwd=kit)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = proc.stdout + proc.stderr

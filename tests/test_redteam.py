@@ -22,7 +22,7 @@ from bertlab_grader.remote import Remote, StudentError, SubmissionCrashed, Submi
 from bertlab_grader.sandbox import launcher
 from bertlab_grader.sandbox.launcher import Sandbox
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(__file__).resolve().parent / "redteam_submissions"
 G = torch.Generator().manual_seed(7)
 X, Y = torch.randn(12, 5, generator=G), torch.randn(12, 3, generator=G)
@@ -126,14 +126,16 @@ def test_always_equal_objects_stay_handles(sb):
 
 
 def test_cannot_read_solutions_hidden_tests_or_the_graders_memory(sb):
-    targets = [str(KIT / "solutions" / "*.py"), str(KIT / "tests" / "**" / "*.py"), str(KIT / "grader" / "*.py"),
+    grader = KIT / "src" / "bertlab_grader"
+    targets = [str(grader / "reference" / "*.py"), str(grader / "suites" / "**" / "*.py"),
+               str(KIT / "tests" / "**" / "*.py"), str(grader / "*.py"),
                str(KIT / ".git" / "config"), "/root/**", "/home/*", "/etc/shadow"]
     with sb.session(sources("snoop")) as impl:
         found = impl.cka.read_all(targets)
         secrets = impl.cka.parent_secrets()
         output = impl.output()
     readable = {p: v for p, v in found.items() if not v.startswith(("ERR:", "DIR:"))}
-    assert set(readable) <= {str(KIT / "grader" / "__init__.py"), str(KIT / "grader" / "rpc.py")}, readable
+    assert set(readable) <= {str(grader / "__init__.py"), str(grader / "rpc.py")}, readable
     assert "### BEGIN SOLUTION" not in output and "def test_" not in output
     assert secrets["mem"].startswith("ERR") and secrets["environ"].startswith("ERR")
     assert secrets["fd"].startswith("ERR") and secrets["uid"] == 65534
@@ -146,7 +148,8 @@ def test_cannot_write_outside_its_scratch_space(sb, tmp_path_factory):
     gradebook = Path(os.environ.get("HOME", "/root")) / f".bertlab-redteam-gradebook-{os.getpid()}.db"
     gradebook.write_text("alice,50\n")
     try:
-        targets = [str(gradebook), str(KIT / "grader" / "rpc.py"), str(KIT / "bertlab" / "__init__.py"),
+        targets = [str(gradebook), str(KIT / "src" / "bertlab_grader" / "rpc.py"),
+                   str(KIT / "src" / "bertlab" / "__init__.py"),
                    "/var/tmp/redteam", "/etc/redteam", "/usr/lib/redteam", "/dev/shm/redteam"]
         with sb.session(sources("writer")) as impl:
             result = impl.cka.write_everywhere(targets)

@@ -1,4 +1,4 @@
-"""The wire format (grader/rpc.py) and the trusted-side proxies (grader/remote.py), without a sandbox."""
+"""The wire format (bertlab_grader/rpc.py) and the trusted-side proxies (bertlab_grader/remote.py), without a sandbox."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from bertlab_grader import rpc
 from bertlab_grader.remote import Remote, StudentError, student_exception
 
-GRADER = Path(__file__).resolve().parents[2] / "grader"
+GRADER = Path(__file__).resolve().parents[1] / "src" / "bertlab_grader"
 Hit = namedtuple("Hit", ["corpus_id", "score", "text"])
 
 

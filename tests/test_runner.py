@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 
-KIT_ROOT = Path(__file__).resolve().parents[2]
+KIT_ROOT = Path(__file__).resolve().parents[1]
 STUBS = {name: (KIT_ROOT / "exercises" / name).read_text() for name in ("cka.py", "pooling.py", "siamese.py", "retrieval.py")}
 
 
@@ -115,6 +115,6 @@ def test_worker_preload_leaves_torch_on_one_thread():
     code = ("import torch, os, bertlab_grader.worker_preload as p\n"
             "print(torch.get_num_threads(), os.environ['TOKENIZERS_PARALLELISM'])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         cwd=Path(__file__).resolve().parents[2])
+                         cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-2:] == ["1", "false"]

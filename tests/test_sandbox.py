@@ -1,4 +1,4 @@
-"""The sandbox (grader/sandbox): correct results across the boundary, the fork-safety guard, isolation,
+"""The sandbox (bertlab_grader/sandbox): correct results across the boundary, the fork-safety guard, isolation,
 and failing closed.
 
 One warm Sandbox serves the whole module (starting one costs seconds: torch, transformers, MiniLM).
@@ -28,7 +28,7 @@ from bertlab_grader.remote import StudentError, SubmissionCrashed, SubmissionTim
 from bertlab_grader.sandbox import SandboxUnavailable, bubblewrap_status, launcher
 from bertlab_grader.sandbox.launcher import FALLBACK_WARNING, Sandbox, SandboxError
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(__file__).resolve().parent / "redteam_submissions"
 SECRET = "SECRET-GRADEBOOK-7f3a"
 BWRAP_INSTALLED = launcher._find_bwrap() is not None
@@ -326,19 +326,26 @@ def isolated(sb):
 
 
 def test_hidden_paths_are_not_visible(isolated, course):
+    grader = KIT / "src" / "bertlab_grader"
     paths = [str(course.root / "gradebook.db"), str(course.root / "submitted"), str(course.loose),
-             str(KIT / "solutions"), str(KIT / "tests"), str(KIT / "grader"), str(KIT), "/root", "/etc/shadow"]
+             str(grader / "reference"), str(grader / "suites"), str(grader / "reference" / "cka.py"),
+             str(KIT / "tests"), str(grader), str(KIT / "src"), str(KIT), "/root", "/etc/shadow"]
     with isolated.session({"cka.py": SNOOP}) as impl:
         seen = impl.cka.probe(paths)
         assert impl.cka.whoami()[0] != 0
-        imported = impl.cka.try_import(["solutions.cka", "bertlab_grader.runner", "tests.conftest", "bertlab.models"])
+        imported = impl.cka.try_import(["bertlab_grader.reference.cka", "bertlab_grader.runner",
+                                        "bertlab_grader.suites.conftest", "bertlab.models"])
     assert SECRET not in repr(seen)
-    assert imported["solutions.cka"] == imported["bertlab_grader.runner"] == imported["tests.conftest"] == "ModuleNotFoundError"
+    assert imported["bertlab_grader.reference.cka"] == imported["bertlab_grader.runner"] \
+        == imported["bertlab_grader.suites.conftest"] == "ModuleNotFoundError"
     assert imported["bertlab.models"].endswith("bertlab/models.py")
-    assert seen[str(KIT / "solutions")] == "FileNotFoundError"
+    assert seen[str(grader / "reference")] == "FileNotFoundError"
+    assert seen[str(grader / "suites")] == "FileNotFoundError"
+    assert seen[str(grader / "reference" / "cka.py")] == "FileNotFoundError"
     assert seen[str(KIT / "tests")] == "FileNotFoundError"
-    assert seen[str(KIT)] == ["bertlab", "grader"]
-    assert seen[str(KIT / "grader")] == ["__init__.py", "rpc.py", "sandbox"]
+    assert seen[str(KIT)] == ["src"]
+    assert seen[str(KIT / "src")] == ["bertlab", "bertlab_grader"]
+    assert seen[str(grader)] == ["__init__.py", "rpc.py", "sandbox"]
     assert seen[str(course.loose)] in ("", "PermissionError")  # /dev/null is mounted over it
     assert seen["/etc/shadow"] == "PermissionError"
 
@@ -357,7 +364,7 @@ def test_no_network(isolated):
 
 def test_writes_only_in_its_own_scratch_space(isolated, course):
     before = (course.root / "gradebook.db").read_text()
-    targets = [str(course.root / "gradebook.db"), str(course.loose), str(KIT / "bertlab" / "x.py"),
+    targets = [str(course.root / "gradebook.db"), str(course.loose), str(KIT / "src" / "bertlab" / "x.py"),
                "/var/tmp/x", "/etc/x", "/root/x", "/dev/shm/x", "/tmp/leftover"]
     with isolated.session({"cka.py": SNOOP}) as impl:
         result = impl.cka.write(targets)
@@ -374,23 +381,30 @@ def test_writes_only_in_its_own_scratch_space(isolated, course):
         assert impl.cka.probe(["/tmp", cwd]) == {"/tmp": expected_tmp, cwd: []}
 
 
-def test_installed_copies_of_secret_packages_are_hidden(monkeypatch):
-    """A non-editable install copies solutions/ (and tests/, grader/) next to torch: hide them too."""
+@pytest.mark.parametrize("where", ["site", "dist-packages"])
+def test_installed_copies_of_secret_packages_are_hidden(monkeypatch, where):
+    """A non-editable install copies bertlab_grader (its reference/ and suites/ with it) next to torch:
+    hide it too, wherever it was installed."""
     site = Path(launcher._python_dirs()[-1])
-    fake = {"solutions": site / "solutions", "tests": Path("/usr/lib/python3/dist-packages/tests")}
+    installed = (site if where == "site" else Path("/usr/lib/python3/dist-packages")) / "bertlab_grader"
+    assert launcher.SECRET_PACKAGES == ("bertlab_grader",)
     real = launcher._package_dir
-    monkeypatch.setattr(launcher, "_package_dir", lambda name: fake.get(name) or real(name))
+    monkeypatch.setattr(launcher, "_package_dir", lambda name: installed if name == "bertlab_grader" else real(name))
     sandbox = Sandbox.__new__(Sandbox)  # only the command line, no process
     sandbox.kit_root, sandbox.hide = KIT, []
     args = sandbox._bwrap_args()
     mounts = list(zip(args, args[1:]))
-    assert ("--tmpfs", str(fake["solutions"])) in mounts and ("--tmpfs", str(fake["tests"])) in mounts
+    assert ("--tmpfs", str(installed)) in mounts
     hidden_by = [b for a, b in mounts if a == "--tmpfs" and (Path(b) == KIT or Path(b) in KIT.parents)]
     assert hidden_by, "the kit must lie under a tmpfs (its own, or /tmp's when it lives under /tmp)"
-    assert ("--ro-bind", str(KIT / "grader" / "rpc.py")) in mounts
-    # bwrap applies mounts in order: the hiding tmpfs must come after the bind that shows site back
-    shown = next(i for i, (a, b) in enumerate(mounts) if a == "--ro-bind" and b != "/" and site.is_relative_to(b))
-    assert mounts.index(("--tmpfs", str(fake["solutions"]))) > shown
+    grader = KIT / "src" / "bertlab_grader"
+    assert ("--ro-bind", str(grader / "rpc.py")) in mounts
+    assert not any(a == "--ro-bind" and (b.startswith(str(grader / "reference")) or b.startswith(str(grader / "suites")))
+                   for a, b in mounts)
+    if where == "site":
+        # bwrap applies mounts in order: the hiding tmpfs must come after the bind that shows site back
+        shown = next(i for i, (a, b) in enumerate(mounts) if a == "--ro-bind" and b != "/" and site.is_relative_to(b))
+        assert mounts.index(("--tmpfs", str(installed))) > shown
 
 
 def test_fallback_without_bubblewrap_warns_and_still_works(sandboxes):
@@ -409,15 +423,15 @@ def test_fallback_without_bubblewrap_warns_and_still_works(sandboxes):
 
 def test_the_template_preloads_every_named_model_the_hidden_suites_use():
     """A named model missing from DEFAULT_PRELOAD still works (the worker builds it), but every
-    submission then pays for building it: keep the list in step with tests/hidden."""
+    submission then pays for building it: keep the list in step with bertlab_grader/suites."""
     import re
 
-    hidden = KIT / "tests" / "hidden"
+    hidden = KIT / "src" / "bertlab_grader" / "suites"
     used = {name for path in hidden.glob("*.py")
             for name in re.findall(r"""(?:named_model|tiny_bert)\(\s*["']([\w-]+)["']""", path.read_text())}
     used |= {f"tiny-bert-seed{k}" for path in hidden.glob("*.py")
              for k in re.findall(r"""["']tiny-bert-seed(\d+)["']""", path.read_text())}
-    assert used, "found no named models in tests/hidden: has the suite changed how it names them?"
+    assert used, "found no named models in bertlab_grader/suites: has the suite changed how it names them?"
     assert used <= set(launcher.DEFAULT_PRELOAD), sorted(used - set(launcher.DEFAULT_PRELOAD))
 
 

@@ -1,10 +1,11 @@
 """The sandbox starts, isolates and grades wherever the kit, the course and the virtualenv live.
 
-Each case copies the kit (``bertlab/``, ``grader/``, ``solutions/``) and a submission (the reference
-sources, fences stripped) to one layout: under /tmp, under a 0700 folder in /home, under /srv, in
-paths with spaces, a submission folder whose parent also holds the virtualenv, a virtualenv inside
-the kit (with an editable-install import hook pointing into the kit, as ``pip install -e`` makes),
-and the kit installed into a virtualenv's site-packages. A fresh Python process (the copy first on
+Each case copies the kit (``src/bertlab/``, ``src/bertlab_grader/`` with its ``reference/`` and
+``suites/``, and ``pyproject.toml``) and a submission (the reference sources, fences stripped) to one
+layout: under /tmp, under a 0700 folder in /home, under /srv, in paths with spaces, a submission
+folder whose parent also holds the virtualenv, a virtualenv inside the kit (with an editable-install
+import hook pointing into the kit, as ``pip install -e`` makes), and the kit's packages installed
+into a virtualenv's site-packages. A fresh Python process (the copy first on
 PYTHONPATH, PATH reduced to /usr/bin:/bin as for a virtualenv that is not activated, cwd elsewhere)
 starts ``Sandbox(kit_root=<copy>, hide=[<submission's parent>], preload=())`` and grades
 ``linear_cka``: the template must start under bubblewrap (no fallback, no "NOT isolated"), answer
@@ -33,7 +34,7 @@ from bertlab_grader.sandbox import launcher
 if launcher._find_bwrap() is None:
     pytest.skip("bubblewrap (bwrap) is not installed: the sandbox cannot run here", allow_module_level=True)
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[1]
 SECRET = "SECRET-COURSE-FILE-4c1d"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
@@ -44,11 +45,12 @@ def location_probe(paths):
     import importlib
     import os
     out = {"uid": os.getuid()}
-    try:
-        importlib.import_module("solutions.cka")
-        out["solutions.cka"] = "imported"
-    except Exception as exc:
-        out["solutions.cka"] = type(exc).__name__
+    for name in ("bertlab_grader.reference.cka", "bertlab_grader.suites.conftest", "bertlab_grader.runner"):
+        try:
+            importlib.import_module(name)
+            out[name] = "imported"
+        except Exception as exc:
+            out[name] = type(exc).__name__
     for p in paths:
         try:
             out[p] = sorted(os.listdir(p)) if os.path.isdir(p) else open(p).read()
@@ -101,7 +103,8 @@ def _site_packages(python: Path) -> Path:
 def _editable_hook(site_packages: Path, kit: Path) -> None:
     """What ``pip install -e`` of the kit leaves in a venv: a .pth that installs an import hook mapping
     the kit's packages to the kit's folders (most of which the sandbox hides)."""
-    mapping = {name: str(kit / name) for name in ("bertlab", "grader", "solutions", "exercises")}
+    mapping = {name: str(kit / "src" / name) for name in ("bertlab", "bertlab_grader")}
+    mapping["bertlab_grader.kit_docs"] = str(kit / "docs")
     (site_packages / "__editable___bertlab_location_test_finder.py").write_text(
         "import sys\nfrom importlib.util import spec_from_file_location\nfrom pathlib import Path\n"
         f"MAPPING = {mapping!r}\n"
@@ -119,15 +122,19 @@ def _editable_hook(site_packages: Path, kit: Path) -> None:
         "import __editable___bertlab_location_test_finder; __editable___bertlab_location_test_finder.install()\n")
 
 
+PACKAGES = ("bertlab", "bertlab_grader")  # the kit's two packages (src/), the reference and suites inside the second
+
+
 def _copy_kit(kit: Path) -> None:
     kit.mkdir(parents=True, exist_ok=True)
-    for name in ("bertlab", "grader", "solutions"):
-        shutil.copytree(KIT / name, kit / name, ignore=IGNORE)
+    for name in PACKAGES:
+        shutil.copytree(KIT / "src" / name, kit / "src" / name, ignore=IGNORE)
+    shutil.copy(KIT / "pyproject.toml", kit / "pyproject.toml")
 
 
 def _submission(folder: Path) -> None:
     folder.mkdir(parents=True)
-    for path in sorted((KIT / "solutions").glob("*.py")):
+    for path in sorted((KIT / "src" / "bertlab_grader" / "reference").glob("*.py")):
         if path.name != "__init__.py":
             text = path.read_text() + (PROBE if path.name == "cka.py" else "")
             (folder / path.name).write_text(text)
@@ -160,12 +167,12 @@ def layout(request):
         kit, course = base / kit_name, base / course_name
         submission = course / student
         _submission(submission)
-        python, env_path = Path(sys.executable), str(kit)
+        python, env_path = Path(sys.executable), str(kit / "src")
         if venv == "installed":  # the packages themselves in the venv's site-packages; no checkout
             python = _venv(base / "venv")
             site = _site_packages(python)
-            for name in ("bertlab", "grader", "solutions"):
-                shutil.copytree(KIT / name, site / name, ignore=IGNORE)
+            for name in PACKAGES:
+                shutil.copytree(KIT / "src" / name, site / name, ignore=IGNORE)
             kit, env_path = site, ""
         else:
             _copy_kit(kit)
@@ -182,9 +189,12 @@ def layout(request):
 
 def test_the_sandbox_grades_and_isolates_wherever_things_live(layout, tmp_path):
     kit, submission, course = layout["kit"], layout["submission"], layout["course"]
-    looked_at = [str(course), str(course / "gradebook.db"), str(submission)]
+    # The instructor package: the kit's src/bertlab_grader, or the installed copy in site-packages.
+    grader = kit / "bertlab_grader" if layout["venv"] == "installed" else kit / "src" / "bertlab_grader"
+    looked_at = [str(course), str(course / "gradebook.db"), str(submission), str(grader),
+                 str(grader / "reference"), str(grader / "suites"), str(grader / "reference" / "cka.py")]
     if layout["venv"] != "installed":
-        looked_at.append(str(kit))
+        looked_at += [str(kit), str(kit / "src")]
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(tmp_path)}
     if layout["pythonpath"]:
         env["PYTHONPATH"] = layout["pythonpath"]
@@ -199,7 +209,8 @@ def test_the_sandbox_grades_and_isolates_wherever_things_live(layout, tmp_path):
     probe = result["probe"]
     if os.geteuid() == 0:
         assert probe["uid"] != 0
-    assert probe["solutions.cka"] == "ModuleNotFoundError"
+    for name in ("bertlab_grader.reference.cka", "bertlab_grader.suites.conftest", "bertlab_grader.runner"):
+        assert probe[name] == "ModuleNotFoundError", (name, probe[name])
     assert SECRET not in json.dumps(probe)
     # The course is hidden (an empty folder, or not there at all inside a hidden /home): only a
     # virtualenv inside it is shown back (its bin/, lib/, pyvenv.cfg).
@@ -209,4 +220,9 @@ def test_the_sandbox_grades_and_isolates_wherever_things_live(layout, tmp_path):
         assert probe[str(course)] in ([], "FileNotFoundError")
     assert probe[str(submission)] == "FileNotFoundError"
     if layout["venv"] != "installed":
-        assert set(probe[str(kit)]) <= {"bertlab", "grader", ".venv"}, probe[str(kit)]
+        assert set(probe[str(kit)]) <= {"src", ".venv"}, probe[str(kit)]
+        assert set(probe[str(kit / "src")]) <= {"bertlab", "bertlab_grader"}, probe[str(kit / "src")]
+    # Of the instructor package only what the worker imports is shown; its reference and suites are not.
+    assert probe[str(grader)] == ["__init__.py", "rpc.py", "sandbox"], probe[str(grader)]
+    for secret in (grader / "reference", grader / "suites", grader / "reference" / "cka.py"):
+        assert probe[str(secret)] == "FileNotFoundError", (secret, probe[str(secret)])

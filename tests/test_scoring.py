@@ -1,7 +1,7 @@
-"""grader/scoring.py: the hidden suites run in process, scored per test, with student-safe messages.
+"""bertlab_grader/scoring.py: the hidden suites run in process, scored per test, with student-safe messages.
 
 Most checks grade one task only (pooling is the fastest) with in-process implementations: the
-solutions, a mutant of the bank, and small fakes that raise what the sandbox proxy would raise.
+reference solutions, a mutant of the bank, and small fakes that raise what the sandbox proxy would raise.
 """
 
 from __future__ import annotations
@@ -18,20 +18,20 @@ from bertlab_grader.course import validate_result
 from bertlab_grader.mutants import load_bank
 from bertlab_grader.scoring import max_points_by_task, points_by_test, run_hidden_suite
 
-KIT = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parents[1]
 DOCS = KIT / "docs" / "hidden-suites.md"
 
 # What must never reach a student: test source, our file paths, tracebacks, pytest introspection.
-FORBIDDEN = ("def test_", "tests/hidden", "Traceback", "reference_data", "\nassert ", "assert close(",
+FORBIDDEN = ("def test_", "bertlab_grader/suites", "Traceback", "reference_data", "\nassert ", "assert close(",
              "grader/", "conftest")
 
 
 def _solutions():
-    return load_implementation("solutions")
+    return load_implementation("reference")
 
 
 def _fake(**pooling_functions):
-    """An implementation whose pooling module is made of the given functions (others: solutions)."""
+    """An implementation whose pooling module is made of the given functions (others: the reference)."""
     solutions = _solutions()
     return SimpleNamespace(name="fake", cka=solutions.cka, siamese=solutions.siamese, retrieval=solutions.retrieval,
                            pooling=SimpleNamespace(**pooling_functions))
@@ -44,7 +44,7 @@ def test_max_points_match_the_documented_table():
     documented = dict(re.findall(r"^\| `(test_\w+)` \| (\d+) \|", DOCS.read_text(), flags=re.M))
     collected = {name: points for tests in points_by_test().values() for name, points in tests}
     assert {k: float(v) for k, v in documented.items()} == collected, \
-        "docs/hidden-suites.md lists other tests or points than tests/hidden carries"
+        "docs/hidden-suites.md lists other tests or points than bertlab_grader/suites carries"
 
 
 def test_solutions_get_full_marks_and_a_valid_results_dict():

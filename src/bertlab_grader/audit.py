@@ -1,7 +1,7 @@
 """`bertlab audit`: do the hidden suites catch every mutant, and spare every correct variant?
 
-Every entry of the mutant bank (grader/mutants) is graded with the hidden suites, in process (the
-bank is our own, trusted code, so no sandbox is needed and a run costs seconds). Verdicts:
+Every entry of the mutant bank (bertlab_grader/mutants) is graded with the hidden suites, in process
+(the bank is our own, trusted code, so no sandbox is needed and a run costs seconds). Verdicts:
 
     mutant    caught     loses points in its own task and none in any other
               MISSED     loses nothing in its own task
@@ -12,13 +12,14 @@ bank is our own, trusted code, so no sandbox is needed and a run costs seconds).
 
 The performance task is left out by default (it measures speed, not correctness; a slow-but-correct
 variant is meant to lose speed points there). With hints on, every mutant that carries a hint must
-be recognised by grader/hints.py, and no variant may get one.
+be recognised by bertlab_grader/hints.py, and no variant may get one.
 
 Exit code 0 iff every row is as expected.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import sys
@@ -46,18 +47,21 @@ class Row:
     error: str = ""
 
 
-def _load(entry_kind: str, path: Optional[Path]):
+@contextlib.contextmanager
+def _loaded(entry_kind: str, path: Optional[Path]):
+    """The implementation of one row, for as long as it is graded."""
     from bertlab.implementations import load_directory, load_implementation
 
     if entry_kind == "solutions":
-        return load_implementation("reference")
-    if entry_kind == "stubs":  # the untouched stubs, generated from the reference as release does
+        yield load_implementation("reference")
+    elif entry_kind == "stubs":  # the untouched stubs, generated from the reference as release does
         from bertlab_grader.stubs import build_exercises
 
-        folder = Path(tempfile.mkdtemp(prefix="bertlab-audit-stubs-"))
-        build_exercises(folder)
-        return load_directory(folder)
-    return load_directory(path)
+        with tempfile.TemporaryDirectory(prefix="bertlab-audit-stubs-") as folder:
+            build_exercises(Path(folder))
+            yield load_directory(Path(folder))
+    else:
+        yield load_directory(path)
 
 
 def grade_row(name: str, kind: str, task: str, path: Optional[str], tasks: tuple, expected_hint: str,
@@ -68,17 +72,17 @@ def grade_row(name: str, kind: str, task: str, path: Optional[str], tasks: tuple
     started = time.monotonic()
     row = Row(name, kind, task)
     try:
-        impl = _load(kind, Path(path) if path else None)
-        result = run_hidden_suite(impl, student=name, tasks=tasks, hints=False)
-        maxima: dict[str, float] = {}
-        got: dict[str, float] = {}
-        for t in result["tests"]:
-            maxima[t["task"]] = maxima.get(t["task"], 0.0) + t["max_points"]
-            got[t["task"]] = got.get(t["task"], 0.0) + t["points"]
-        row.lost = {t: round(maxima[t] - got[t], 6) for t in maxima}
-        row.points = {t: round(got[t], 6) for t in got}
-        if check_hints:
-            row.hint = _hint_status(impl, kind, task, expected_hint, tasks)
+        with _loaded(kind, Path(path) if path else None) as impl:
+            result = run_hidden_suite(impl, student=name, tasks=tasks, hints=False)
+            maxima: dict[str, float] = {}
+            got: dict[str, float] = {}
+            for t in result["tests"]:
+                maxima[t["task"]] = maxima.get(t["task"], 0.0) + t["max_points"]
+                got[t["task"]] = got.get(t["task"], 0.0) + t["points"]
+            row.lost = {t: round(maxima[t] - got[t], 6) for t in maxima}
+            row.points = {t: round(got[t], 6) for t in got}
+            if check_hints:
+                row.hint = _hint_status(impl, kind, task, expected_hint, tasks)
     except Exception as exc:  # noqa: BLE001 - a broken entry is a row, not a crash of the audit
         row.error = f"{type(exc).__name__}: {exc}"
     row.seconds = time.monotonic() - started
@@ -148,7 +152,7 @@ def jobs_for(entries: list[Entry], tasks: tuple, check_hints: bool, include_refe
     jobs = []
     if include_reference:
         jobs.append(("solutions", "solutions", "all", None, tasks, "", check_hints))
-        jobs.append(("stubs (exercises/)", "stubs", "all", None, tasks, "", False))
+        jobs.append(("stubs (generated)", "stubs", "all", None, tasks, "", False))
     for e in entries:
         jobs.append((e.name, e.kind, e.task, str(e.path), tasks, e.hint, check_hints))
     return jobs

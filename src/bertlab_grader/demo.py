@@ -1,6 +1,6 @@
 """`bertlab demo`: build a course holding the embedded demo cohort, grade it end to end, show the gradebook.
 
-Fully offline. The cohort (see grader/demo_cohort/README.md): a full solution, untouched stubs, a
+Fully offline. The cohort (see bertlab_grader/demo_cohort/README.md): a full solution, untouched stubs, a
 partial solution, a buggy one (mistakes from the mutant bank), a hostile one, and a zip submission.
 
 Exit code: that of `bertlab grade` (0, 1 or 2), and 1 as well when alice, who handed in the
@@ -19,9 +19,10 @@ from bertlab_grader.kit import DEMO_COHORT_DIR as COHORT_DIR
 from bertlab_grader.kit import reference_sources
 from bertlab_grader.preflight import shortfall
 from bertlab_grader.stubs import expected_exercises
+
 ASSIGNMENT = "week7"
 
-# dave's bugs: (mutant of the bank, grader/mutants/build.py; the file taken from it).
+# dave's bugs: (mutant of the bank, bertlab_grader/mutants/build.py; the file taken from it).
 BUGGY_FROM_BANK = (("cka_no_centering", "cka.py"), ("pool_divide_by_length", "pooling.py"),
                    ("ret_ascending", "retrieval.py"))
 

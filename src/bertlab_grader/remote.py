@@ -1,6 +1,6 @@
 """What a hidden test sees while grading: ``impl`` as a RemoteImplementation, and student exceptions.
 
-``impl.cka.linear_cka(X, Y)`` sends a call request to the sandboxed worker (grader/sandbox) and returns
+``impl.cka.linear_cka(X, Y)`` sends a call request to the sandboxed worker (bertlab_grader/sandbox) and returns
 plain data. Objects that are not plain data stay in the worker and come back as *handles* (``Remote``
 proxies): attribute access on a handle builds a longer path lazily, calling it sends a request.
 

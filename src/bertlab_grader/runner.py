@@ -3,7 +3,7 @@
 Processes (docs/architecture.md):
 
     main process        the course, the gradebook, the progress bar; never runs or imports student code
-      fork server       trusted: loads torch, MiniLM and the reference data once (grader/worker_preload.py)
+      fork server       trusted: loads torch, MiniLM and the reference data once (bertlab_grader/worker_preload.py)
       N grader workers  trusted, forked from the fork server: run the hidden pytest suites, score,
                         build results dicts
         1 sandbox each  untrusted: a warm template (torch + MiniLM loaded once) that forks a fresh,
@@ -12,12 +12,12 @@ Processes (docs/architecture.md):
 Trust first:
 - A grader failure is never a grade. What the submission did (a wrong value, an exception of its
   code, a call over its time limit, its process killed by its own limits) is scored. What the grader
-  failed to do (grader.failures.GraderFailure: the sandbox or a worker could not start or died while
+  failed to do (bertlab_grader.failures.GraderFailure: the sandbox or a worker could not start or died while
   no student code ran, the reference or a suite raised, the gradebook could not be written) leaves
   that submission with no results.json, no gradebook score and no feedback; the run names it with
   the cause at the end, exits 1, and the next run grades it.
 - Preflight: each grader worker first grades the reference solution in its own sandbox
-  (grader/preflight.py); anything short of full marks outside performance stops the run before any
+  (bertlab_grader/preflight.py); anything short of full marks outside performance stops the run before any
   student is graded.
 - The sandbox fails closed: without a working bubblewrap grading refuses, unless the instructor
   named --unsafe-no-sandbox (and then every results.json says ``"sandboxed": false``).
@@ -103,7 +103,7 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
     sandbox = None
     try:
         sandbox = open_sandbox(hide, SANDBOX_UID_BASE + slot, unsafe_no_sandbox)
-        warm_up()  # already done in the fork server (grader/worker_preload.py); with spawn, done here
+        warm_up()  # already done in the fork server (bertlab_grader/worker_preload.py); with spawn, done here
         problem = run_preflight(sandbox, assignment)
     except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
         conn.send(("fatal", f"{type(exc).__name__}: {exc}"))
@@ -156,10 +156,10 @@ class _Worker:
 
 
 def _context():
-    """Grader workers are forked from a fork server that imported ``grader.worker_preload`` (torch,
+    """Grader workers are forked from a fork server that imported ``bertlab_grader.worker_preload`` (torch,
     MiniLM, the reference data: about 6 s of CPU) once, instead of each worker paying for it on a
     shared core. The fork server is a fresh interpreter, not a copy of this process, and nothing in it
-    has started a thread pool (see grader/worker_preload.py). Set BERTLAB_WORKER_START=spawn to give
+    has started a thread pool (see bertlab_grader/worker_preload.py). Set BERTLAB_WORKER_START=spawn to give
     each worker a fresh interpreter of its own instead."""
     if os.environ.get("BERTLAB_WORKER_START", "forkserver") == "spawn" or "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")

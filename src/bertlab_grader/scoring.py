@@ -1,15 +1,15 @@
 """Scoring a submission: run the hidden suites in process and build its results dict (docs/results-format.md).
 
-``run_hidden_suite(impl, student=...)`` runs ``pytest tests/hidden`` in THIS process (pytest.main with
-a plugin object) with ``config.bertlab_impl = impl``: the conftest's ``impl`` fixture returns it, so
+``run_hidden_suite(impl, student=...)`` runs the hidden suites (``bertlab_grader/suites``) in THIS
+process (pytest.main with a plugin object) with ``config.bertlab_impl = impl``: the conftest's ``impl`` fixture returns it, so
 the tests talk to the sandboxed proxy (or an in-process implementation for the audit). The plugin
 records, per test: its task (marker), its points (``@pytest.mark.points(n)``), the outcome and a
 message the student may read.
 
 Outcomes:
     passed    the test passed (performance tests may pass with full points only)
-    failed    a check of the test failed (an assertion / pytest.fail in tests/hidden or the grader)
-    timeout   the submission did not answer in time (grader.remote.SubmissionTimeout)
+    failed    a check of the test failed (an assertion / pytest.fail in bertlab_grader/suites or the grader)
+    timeout   the submission did not answer in time (bertlab_grader.remote.SubmissionTimeout)
     error     the test could not run (set-up failed) or the submission crashed or raised something
               unexpected (NotImplementedError from an untouched stub included)
 
@@ -19,13 +19,13 @@ traceback of the grader's files, never a path of the kit or the grading machine 
 in lines and characters.
 
 Grader failures are not outcomes. When the sandbox could not start or died while no student code ran
-(``grader.failures.GraderFailure``, which ``SandboxError`` is), the reference solution raised, or a
+(``bertlab_grader.failures.GraderFailure``, which ``SandboxError`` is), the reference solution raised, or a
 suite asked the wire format for something it cannot carry, the run stops at that test and
 ``run_hidden_suite`` raises ``GraderFailure``: the submission gets no results at all, rather than a
 grade that says the student failed.
 
 The function is called once per submission by a cohort grader process, many times over: the
-hidden suites' heavy inputs live in ``hidden.reference_data`` (imported once and kept), and the max
+hidden suites' heavy inputs live in ``bertlab_grader.suites.reference_data`` (imported once and kept), and the max
 points are collected once (``max_points_by_task``).
 """
 
@@ -61,7 +61,7 @@ _MAX_POINTS: dict[tuple, dict] = {}
 
 
 # ---------------------------------------------------------------------------------------------
-# Exceptions from the sandbox (grader/remote.py), looked up lazily
+# Exceptions from the sandbox (bertlab_grader/remote.py), looked up lazily
 # ---------------------------------------------------------------------------------------------
 
 def _is_timeout(exc: BaseException) -> bool:
@@ -360,7 +360,7 @@ def run_hidden_suite(impl, *, student: str, assignment: str = "week7", tasks: Op
                      extra_pytest_args: Sequence[str] = (), hints: bool = True) -> dict:
     """Grade ``impl`` with the hidden suites; the results dict (docs/results-format.md).
 
-    tasks: only these tasks (default: all). hints: attach a hint (grader/hints.py) to the failing tests
+    tasks: only these tasks (default: all). hints: attach a hint (bertlab_grader/hints.py) to the failing tests
     of a task whose probe outputs match a known mistake of the mutant bank.
     Raises GraderFailure when the grader, not the submission, failed (see the module docstring).
     """

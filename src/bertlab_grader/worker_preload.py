@@ -1,7 +1,7 @@
-"""Imported once by the grader workers' fork server (``grader.runner.start_workers``): the set-up every
+"""Imported once by the grader workers' fork server (``bertlab_grader.runner.start_workers``): the set-up every
 grader worker needs, paid once per cohort run instead of once per worker.
 
-It loads torch, transformers, MiniLM and the hidden suites' reference data (``grader.scoring.warm_up``)
+It loads torch, transformers, MiniLM and the hidden suites' reference data (``bertlab_grader.scoring.warm_up``)
 in the fork server; each grader worker is then forked from it, already warm. Only trusted code runs
 here: no student code is ever imported into a grader process.
 

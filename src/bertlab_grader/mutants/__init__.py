@@ -1,15 +1,18 @@
 """The mutant bank: realistic wrong submissions, and correct-but-different ones (variants).
 
-    grader/mutants/build.py   the recipe of every entry: a mutant is one or two exact text swaps in
-                              one file of solutions/ (one realistic mistake); a variant replaces whole
-                              functions with a different, correct implementation
+    bertlab_grader/mutants/build.py   the recipe of every entry: a mutant is one or two exact text
+                                      swaps in one file of bertlab_grader/reference/ (one realistic
+                                      mistake); a variant replaces whole functions with a different,
+                                      correct implementation
 
-Nothing else is stored: ``load_bank`` builds each entry from the recipe and the current solutions/
-(fences stripped) as a full submission directory in a private temporary directory (``Entry.path``).
-A recipe whose text no longer matches solutions/ exactly once fails loudly there.
+Nothing else is stored: ``load_bank`` builds each entry from the recipe and the current reference
+solutions (bertlab_grader/reference/, fences stripped) as a full submission directory in a private
+temporary directory (``Entry.path``). A recipe whose text no longer matches the reference exactly
+once fails loudly there.
 
-The audit (grader/audit.py, ``bertlab audit``) grades every entry with the hidden suites: a mutant must
-lose points in its own task and none elsewhere, a variant must keep full marks outside performance.
+The audit (bertlab_grader/audit.py, ``bertlab audit``) grades every entry with the hidden suites: a
+mutant must lose points in its own task and none elsewhere, a variant must keep full marks outside
+performance.
 Instructor only; never released.
 """
 
@@ -35,7 +38,7 @@ class Entry:
     task: str
     file: str          # the one file that differs from the solutions
     description: str
-    hint: str          # mutants: what grader/hints.py tells a student whose code behaves like it
+    hint: str          # mutants: what bertlab_grader/hints.py tells a student whose code behaves like it
     path: Path         # a full submission directory (four files), built from the recipe
 
 

@@ -1,10 +1,10 @@
-"""The recipe of the mutant bank: every entry, as a change to solutions/ (``grader.mutants.load_bank``
-builds them).
+"""The recipe of the mutant bank: every entry, as a change to the reference solutions
+(bertlab_grader/reference/; ``bertlab_grader.mutants.load_bank`` builds them).
 
-Each entry starts from bertlab_grader.reference/*.py with the nbgrader fence lines removed and changes ONE file:
+Each entry starts from bertlab_grader/reference/*.py with the nbgrader fence lines removed and changes ONE file:
 a mutant by one or two exact text swaps (one realistic mistake), a variant by replacing whole
 functions with a different, correct implementation. Every swap must match exactly once, so a change
-in solutions/ that breaks a recipe fails loudly when the bank is loaded (tests/test_audit.py
+in bertlab_grader/reference/ that breaks a recipe fails loudly when the bank is loaded (tests/test_audit.py
 loads every entry).
 
 To add a mutant: add a ``Mutant(...)`` below (name, task, file, description, hint, swaps), then run
@@ -184,7 +184,7 @@ MUTANTS = (
     Mutant("sbert_dot_product", "siamese", "siamese.py",
            "forward returns the dot product instead of the cosine",
            "Your forward returns dot products: SBERT scores a pair by the COSINE of the two "
-           "embeddings (F.cosine_similarity(emb_a, emb_b, dim=-1)).",
+           "embeddings (normalise both, or use F.cosine_similarity over the feature dimension).",
            (("        return F.cosine_similarity(emb_a, emb_b, dim=-1)", "        return (emb_a * emb_b).sum(dim=-1)"),)),
     Mutant("sbert_not_shared", "siamese", "siamese.py",
            "side b runs a deep copy of the encoder (weights not shared)",
@@ -561,7 +561,7 @@ VARIANTS = (
 # =============================================================================================
 
 def stripped_solutions() -> dict[str, str]:
-    """file name -> solutions/<file> without its fence lines."""
+    """file name -> bertlab_grader/reference/<file> without its fence lines."""
     out = {}
     for name in EXERCISE_FILES:
         lines = (SOLUTIONS_DIR / name).read_text(encoding="utf-8").splitlines()

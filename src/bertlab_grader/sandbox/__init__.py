@@ -1,7 +1,7 @@
 """Running untrusted submissions: ``Sandbox`` (launcher.py, trusted side) and worker.py (sandbox side).
 
 ``from bertlab_grader.sandbox import Sandbox`` is resolved lazily, so the worker, which runs inside the
-sandbox where only this directory and grader/rpc.py are visible, never imports the trusted side.
+sandbox where only this directory and bertlab_grader/rpc.py are visible, never imports the trusted side.
 """
 
 _LAUNCHER_NAMES = ("Sandbox", "SandboxError", "SandboxUnavailable", "bubblewrap_status", "FALLBACK_WARNING")

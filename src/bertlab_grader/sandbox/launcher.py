@@ -56,7 +56,7 @@ NOBODY = 65534
 # Named models the template builds once, so that each submission's process starts with them: MiniLM
 # (shared, copy-on-write) and the small random BERTs the hidden siamese suite passes (each session
 # gets a copy: building one costs about 40 ms, copying it a few). tests/test_sandbox.py checks
-# that every named model used in tests/hidden is listed here.
+# that every named model used in bertlab_grader/suites is listed here.
 DEFAULT_PRELOAD = ("minilm", "tiny-bert-seed1", "tiny-bert-seed2", "tiny-bert-seed31")
 OUTPUT_HEAD = 16 * 1024
 OUTPUT_TAIL = 4 * 1024
@@ -66,7 +66,9 @@ OUTPUT_TAIL = 4 * 1024
 BWRAP_CANDIDATES = ("/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap")
 # Folders that are hidden whatever the caller asks (and /tmp, which gets a private empty one).
 ALWAYS_HIDDEN = ("/root", "/home", "/run")
-# Top-level packages of the kit that must never be importable by student code, wherever installed.
+# Top-level packages of the kit that must never be importable by student code, wherever installed:
+# the instructor package (its reference solutions, hidden suites, mutant bank, demo cohort). Only its
+# __init__.py, rpc.py and sandbox/ are shown back, for the worker (``Sandbox._kit_parts``).
 SECRET_PACKAGES = ("bertlab_grader",)
 INSTALL_HINT = ("Install it (Debian/Ubuntu: apt-get install bubblewrap), or, only if you accept running "
                 "student code unisolated, pass --unsafe-no-sandbox.")
@@ -392,8 +394,9 @@ class _Output:
 class Sandbox:
     """A warm worker template (under bubblewrap) that runs submissions.
 
-    ``kit_root``: the kit checkout (hidden from student code except ``bertlab`` and the worker's own
-    files); ``hide``: more paths to hide (the course directory, the gradebook). ``timeout_s`` is the
+    ``kit_root``: the kit (``bertlab_grader.kit.KIT_ROOT``: the checkout, hidden from student code
+    except ``bertlab`` and the worker's own files; installed, the site directory, of which only the
+    instructor package ``bertlab_grader`` is hidden); ``hide``: more paths to hide (the course directory, the gradebook). ``timeout_s`` is the
     default per-call limit, ``memory_mb`` the address space a child may add to what it inherits.
     Paths in ``hide`` must exist when the template starts (directories get an empty tmpfs, files
     /dev/null); a path created later is not hidden until the next restart.
@@ -455,7 +458,9 @@ class Sandbox:
     # ---- construction of the command
     def _kit_parts(self) -> tuple[list[Path], list[str]]:
         """What the worker needs from the kit (shown read-only) and its sys.path roots."""
-        bertlab = _package_dir("bertlab") or self.kit_root / "bertlab"
+        bertlab = _package_dir("bertlab") or next(
+            (p for p in (self.kit_root / "src" / "bertlab", self.kit_root / "bertlab") if p.is_dir()),
+            self.kit_root / "src" / "bertlab")
         parts = [bertlab, GRADER_DIR / "__init__.py", GRADER_DIR / "rpc.py", GRADER_DIR / "sandbox"]
         roots = sorted({str(bertlab.parent), str(GRADER_DIR.parent)})
         return [p for p in parts if p.exists()], roots

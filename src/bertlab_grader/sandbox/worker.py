@@ -7,12 +7,13 @@ Started by launcher.py (inside bubblewrap when it works) as a plain script::
 The template pays the set-up once (torch, transformers, numpy, bertlab, the named models it preloads,
 one warm-up forward), then waits for jobs on its control socket. Each job (one submission's sources)
 runs in a child forked from it: the child limits itself, imports the student's modules and serves the
-trusted side's requests (grader/rpc.py frames) on a socket of its own. When the job ends the template
-kills every other process it can see and wipes the writable scratch space, so nothing one student
-leaves behind reaches the next.
+trusted side's requests (bertlab_grader/rpc.py frames) on a socket of its own. When the job ends the
+template kills every other process it can see and wipes the writable scratch space, so nothing one
+student leaves behind reaches the next.
 
-This file runs student code's neighbours: it imports nothing of the kit but ``grader.rpc`` and
-``bertlab`` (the only kit paths the sandbox shows).
+This file runs student code's neighbours: it imports nothing of the kit but ``bertlab_grader.rpc``
+and ``bertlab`` (with ``bertlab_grader/__init__.py`` and this folder, the only kit paths the sandbox
+shows).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import time
 import traceback
 
 from bertlab.tasks import EXERCISE_MODULES  # noqa: E402  (bertlab is shown in the sandbox)
+
 PACKAGE = "submission"          # student modules are submission.<name>, aliased as plain <name>
 SOURCE_DIR = "/submission"      # fictional: tracebacks name the student's files, linecache asks us
 REBUILT_EXCEPTIONS = ("ValueError", "TypeError", "IndexError", "KeyError", "RuntimeError",
@@ -770,8 +772,8 @@ def _own_pid_namespace() -> bool:
 def _drop_kit_editable_finders() -> None:
     """Remove the import hooks of an editable install of the kit (setuptools' ``__editable___*_finder``).
 
-    They map ``bertlab``, ``grader``, ``solutions``... to the kit's folders, most of which the sandbox
-    hides; probing those paths can raise PermissionError (a template that cannot import) and puts
+    They map ``bertlab`` and ``bertlab_grader`` (its reference and suites inside) to the kit's
+    folders, most of which the sandbox hides; probing those paths can raise PermissionError (a template that cannot import) and puts
     kit paths into a student's error messages. The launcher passes the kit's import roots
     (``--kit-root``) for what the worker needs, so these hooks add nothing. Editable installs of
     other projects (a developer's transformers, say) keep theirs.
