@@ -14,7 +14,7 @@ number, so a heatmap shows the undefined row as a gap rather than hiding it.
 """
 
 # Student version of task cka, generated from the reference solution.
-# Replace each `raise NotImplementedError` with your code; run `bertlab check --task cka`.
+# Replace each `raise NotImplementedYet(...)` with your code; run `bertlab check --task cka`.
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
+
+from bertlab.errors import NotImplementedYet
 
 Matrix = Union[Float[Tensor, "n d"], Float[np.ndarray, "n d"]]
 
@@ -45,7 +47,7 @@ def linear_cka(X: Matrix, Y: Matrix) -> float:
         ValueError: if X or Y is not 2-D, if their numbers of rows differ, or if n < 2.
     """
     # TODO: Implement for task cka.
-    raise NotImplementedError("cka: implement linear_cka (see its docstring)")
+    raise NotImplementedYet("cka", "linear_cka")
 
 
 def cka_matrix(reps: Sequence[Matrix]) -> Float[Tensor, "L L"]:
@@ -60,7 +62,7 @@ def cka_matrix(reps: Sequence[Matrix]) -> Float[Tensor, "L L"]:
         ValueError: if reps is empty or the matrices do not share the same number of rows.
     """
     # TODO: Implement for task cka.
-    raise NotImplementedError("cka: implement cka_matrix (see its docstring)")
+    raise NotImplementedYet("cka", "cka_matrix")
 
 
 # (Task cka: any helper functions you want can go here.)

@@ -11,13 +11,15 @@ whether `hidden` is contextual (a Transformer's output) or a plain embedding loo
 """
 
 # Student version of task pooling, generated from the reference solution.
-# Replace each `raise NotImplementedError` with your code; run `bertlab check --task pooling`.
+# Replace each `raise NotImplementedYet(...)` with your code; run `bertlab check --task pooling`.
 
 from __future__ import annotations
 
 import torch
 from jaxtyping import Float, Num
 from torch import Tensor
+
+from bertlab.errors import NotImplementedYet
 
 
 def masked_mean_pool(
@@ -36,4 +38,4 @@ def masked_mean_pool(
     The inputs are never modified.
     """
     # TODO: Implement for task pooling.
-    raise NotImplementedError("pooling: implement masked_mean_pool (see its docstring)")
+    raise NotImplementedYet("pooling", "masked_mean_pool")

@@ -9,7 +9,7 @@ Ties: equal scores are ordered by ascending corpus index, so results are reprodu
 """
 
 # Student version of task retrieval, generated from the reference solution.
-# Replace each `raise NotImplementedError` with your code; run `bertlab check --task retrieval`.
+# Replace each `raise NotImplementedYet(...)` with your code; run `bertlab check --task retrieval`.
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
+
+from bertlab.errors import NotImplementedYet
 
 # Upper bound on the number of scores materialised at once (a [queries, corpus] block): 2**24
 # float32 scores are 64 MiB, small enough for any laptop, large enough to keep BLAS efficient.
@@ -44,7 +46,7 @@ def semantic_search(
     Memory: at most about MAX_BLOCK_SCORES scores are held at once, whatever N is.
     """
     # TODO: Implement for task retrieval.
-    raise NotImplementedError("retrieval: implement semantic_search (see its docstring)")
+    raise NotImplementedYet("retrieval", "semantic_search")
 
 
 # (Task retrieval: any helper functions you want can go here.)
@@ -67,18 +69,18 @@ class SemanticIndex:
 
     def __init__(self, encode: Callable[[List[str]], Float[Tensor, "n D"]]):
         # TODO: Implement for task retrieval.
-        raise NotImplementedError("retrieval: implement SemanticIndex.__init__ (see its docstring)")
+        raise NotImplementedYet("retrieval", "SemanticIndex.__init__")
 
     def add(self, texts: Sequence[str]) -> None:
         """Encode ``texts`` once and append them to the index (corpus ids continue from len(self))."""
         # TODO: Implement for task retrieval.
-        raise NotImplementedError("retrieval: implement SemanticIndex.add (see its docstring)")
+        raise NotImplementedYet("retrieval", "SemanticIndex.add")
 
     def search(self, queries: Union[str, Sequence[str]], top_k: int = 10) -> list[list[Hit]]:
         """The top_k hits for each query, best first: one list of Hit per query."""
         # TODO: Implement for task retrieval.
-        raise NotImplementedError("retrieval: implement SemanticIndex.search (see its docstring)")
+        raise NotImplementedYet("retrieval", "SemanticIndex.search")
 
     def __len__(self) -> int:
         # TODO: Implement for task retrieval.
-        raise NotImplementedError("retrieval: implement SemanticIndex.__len__ (see its docstring)")
+        raise NotImplementedYet("retrieval", "SemanticIndex.__len__")

@@ -7,7 +7,7 @@ can be encoded once and searched later (task retrieval).
 """
 
 # Student version of task siamese, generated from the reference solution.
-# Replace each `raise NotImplementedError` with your code; run `bertlab check --task siamese`.
+# Replace each `raise NotImplementedYet(...)` with your code; run `bertlab check --task siamese`.
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
+
+from bertlab.errors import NotImplementedYet
 
 from .pooling import masked_mean_pool
 
@@ -30,7 +32,7 @@ class SiameseBert(torch.nn.Module):
     def __init__(self, encoder: torch.nn.Module):
         super().__init__()
         # TODO: Implement for task siamese.
-        raise NotImplementedError("siamese: implement SiameseBert.__init__ (see its docstring)")
+        raise NotImplementedYet("siamese", "SiameseBert.__init__")
 
     def encode(
         self, input_ids: Int[Tensor, "B T"], attention_mask: Int[Tensor, "B T"]
@@ -44,7 +46,7 @@ class SiameseBert(torch.nn.Module):
             [B, D] float tensor, one vector per sentence.
         """
         # TODO: Implement for task siamese.
-        raise NotImplementedError("siamese: implement SiameseBert.encode (see its docstring)")
+        raise NotImplementedYet("siamese", "SiameseBert.encode")
 
     def forward(
         self,
@@ -60,10 +62,10 @@ class SiameseBert(torch.nn.Module):
             [B] float tensor of cosines in [-1, 1].
         """
         # TODO: Implement for task siamese.
-        raise NotImplementedError("siamese: implement SiameseBert.forward (see its docstring)")
+        raise NotImplementedYet("siamese", "SiameseBert.forward")
 
 
 def create_sbert(bert_model: torch.nn.Module) -> SiameseBert:
     """Wrap ``bert_model`` (not a copy of it) in a SiameseBert."""
     # TODO: Implement for task siamese.
-    raise NotImplementedError("siamese: implement create_sbert (see its docstring)")
+    raise NotImplementedYet("siamese", "create_sbert")

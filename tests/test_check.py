@@ -67,7 +67,7 @@ def use_solution(bundle: Path, *tasks: str) -> None:
 
 def replace_in_stub(bundle: Path, task: str, function: str, code: str) -> None:
     path = bundle / "exercises" / f"{task}.py"
-    stub = f'raise NotImplementedError("{task}: implement {function} (see its docstring)")'
+    stub = f'raise NotImplementedYet("{task}", "{function}")'
     text = path.read_text()
     assert stub in text
     path.write_text(text.replace(stub, code, 1))
@@ -174,9 +174,10 @@ def collected(*tests: tuple[str, str]) -> dict:
         for task, name in tests]}
 
 
-def result(task: str, name: str, outcome: str = "passed", stub: bool = False, message: str = "") -> dict:
-    return {"event": "result", "nodeid": f"test_{task}.py::{name}", "outcome": outcome,
-            "stub": stub, "message": message, "where": ""}
+def result(task: str, name: str, outcome: str = "passed", stub: bool = False, message: str = "",
+           stub_task: str | None = None, stub_function: str | None = None) -> dict:
+    return {"event": "result", "nodeid": f"test_{task}.py::{name}", "outcome": outcome, "stub": stub,
+            "stub_task": stub_task, "stub_function": stub_function, "message": message, "where": ""}
 
 
 STUB = ("Task cka is not implemented yet: linear_cka raises "
@@ -223,18 +224,66 @@ def test_a_run_that_fails_outside_any_test_is_a_problem():
 
 
 @pytest.mark.parametrize("message, stub, expected", [
-    (STUB, True, "Read the docstring of linear_cka in exercises/cka.py"),
-    ("Task siamese cannot be checked yet: it needs task pooling, which is not implemented yet (...)", True,
-     "finish task pooling first"),
-    ("masked_mean_pool(...) has shape [2, 1, 4]; expected [2, 4].", False, "Shapes first"),
-    ("linear_cka(X 1-D) returned 0.5 instead of raising ValueError, but X must be 2-D.", False, "Raises: section"),
-    ("masked_mean_pool(...) contains NaN (first at index [1, 0]).", False, "0/0"),
-    ("cka_matrix(reps) is wrong at index [0, 1]: expected 0.8, got 0.6.", False, "center every column"),
+    (STUB, ("cka", "linear_cka"), "Read the docstring of linear_cka in exercises/cka.py"),
+    ("Task siamese cannot be checked yet: it needs task pooling, which is not implemented yet (...)",
+     ("pooling", "masked_mean_pool"), "finish task pooling first"),
+    ("Task pooling is not implemented yet: masked_mean_pool raises NotImplementedError('mine').", (None, None),
+     "Read the docstring of exercises/pooling.py"),  # the student's own NotImplementedError
+    ("masked_mean_pool(...) has shape [2, 1, 4]; expected [2, 4].", None, "Shapes first"),
+    ("linear_cka(X 1-D) returned 0.5 instead of raising ValueError, but X must be 2-D.", None, "Raises: section"),
+    ("masked_mean_pool(...) contains NaN (first at index [1, 0]).", None, "0/0"),
+    ("cka_matrix(reps) is wrong at index [0, 1]: expected 0.8, got 0.6.", None, "center every column"),
 ])
 def test_hints(message, stub, expected):
     task = "siamese" if "siamese" in message else "pooling" if "pool" in message else "cka"
-    test = check.TestResult("n", "test_x", task, outcome="failed", stub=stub, message=message)
+    stub_task, stub_function = stub or (None, None)
+    test = check.TestResult("n", "test_x", task, outcome="failed", stub=stub is not None, stub_task=stub_task,
+                            stub_function=stub_function, message=message)
     assert expected in check.hint_for(task, test, KIT_ROOT)
+
+
+def _failing(call):
+    """The ExceptionInfo of ``call()``'s exception, as the check's plugin sees it."""
+    with pytest.raises(BaseException) as info:
+        call()
+    return info
+
+
+def test_the_plugin_records_the_stub_a_test_reached_from_the_exception():
+    from bertlab.checks import not_implemented_message
+    from bertlab.errors import NotImplementedYet
+
+    def stub():
+        raise NotImplementedYet("pooling", "masked_mean_pool")
+
+    def wrapped(test_task, raiser):  # what the public tests' conftest does with it
+        def call():
+            try:
+                raiser()
+            except NotImplementedError as exc:
+                raise pytest.fail.Exception(not_implemented_message(test_task, exc), pytrace=False) from None
+        return call
+
+    info = _failing(wrapped("siamese", stub))
+    assert check._stub_fields(info) == {"stub": True, "stub_task": "pooling", "stub_function": "masked_mean_pool"}
+    assert "it needs task pooling" in str(info.value.msg)
+
+    def own():
+        raise NotImplementedError("my own, not a stub")
+
+    info = _failing(wrapped("pooling", own))
+    assert check._stub_fields(info) == {"stub": True, "stub_task": None, "stub_function": None}
+    assert str(info.value.msg).startswith("Task pooling is not implemented yet: own raises NotImplementedError(")
+    assert check._stub_fields(_failing(lambda: 1 / 0))["stub"] is False
+
+
+def test_a_students_own_not_implemented_error_counts_as_not_started_for_the_task_under_test():
+    own = "Task pooling is not implemented yet: helper raises NotImplementedError('later')."
+    events = [collected(("pooling", "a"), ("pooling", "b")), result("pooling", "a", "failed", True, own),
+              result("pooling", "b", "failed", True, STUB, stub_task="pooling", stub_function="masked_mean_pool")]
+    run = check.summarise_events(KIT_ROOT, ["pooling"], events + [{"event": "finished", "exitstatus": 1}])
+    assert run.reports["pooling"].status == "not started"
+    assert "exercises/pooling.py" in check.hint_for("pooling", run.reports["pooling"].first_failure, KIT_ROOT)
 
 
 def test_next_task_uses_this_run_then_the_recorded_progress():
@@ -325,10 +374,15 @@ def test_progress_keeps_first_pass_history_and_survives_a_damaged_file(tmp_path)
 
 
 def test_hints_point_at_the_concept_page_of_the_task(tmp_path):
+    from bertlab.tasks import EXERCISES, exercise
+
     (tmp_path / "docs" / "concepts").mkdir(parents=True)
     (tmp_path / "docs" / "student-guide.md").write_text("guide")
     assert check.concept_page(tmp_path, "siamese") == "docs/student-guide.md"
-    (tmp_path / "docs" / "concepts" / "sentence-bert.md").write_text("SBERT")
-    assert check.concept_page(tmp_path, "siamese") == "docs/concepts/sentence-bert.md"
+    page = exercise("siamese").concept  # the task registry names each task's page
+    (tmp_path / "docs" / "concepts" / page).write_text("SBERT")
+    assert check.concept_page(tmp_path, "siamese") == f"docs/concepts/{page}"
     test = check.TestResult("n", "t", "siamese", outcome="failed", message="forward(...) is wrong at index [0]")
-    assert "explained in docs/concepts/sentence-bert.md" in check.hint_for("siamese", test, tmp_path)
+    assert f"explained in docs/concepts/{page}" in check.hint_for("siamese", test, tmp_path)
+    for e in EXERCISES:  # and the kit's own docs have them all
+        assert check.concept_page(KIT_ROOT, e.name) == f"docs/concepts/{e.concept}"

@@ -193,7 +193,7 @@ def test_stubs_run_completes_and_says_which_task_is_next(stubs_run):
     assert "not implemented: masked_mean_pool" in progress
     untrained = _stdout(notebook, "cka-untrained")
     assert "Task pooling is not implemented yet: open exercises/pooling.py, replace the `raise " \
-           "NotImplementedError` in masked_mean_pool" in untrained
+           "NotImplementedYet(...)` in masked_mean_pool" in untrained
     assert "`bertlab check --task pooling`" in untrained
     assert "Skipped: this step uses a result from a step above that is waiting for task(s): pooling" in untrained
     assert "Task cka is not implemented yet" in _stdout(notebook, "cka-cls")
@@ -203,3 +203,25 @@ def test_stubs_run_completes_and_says_which_task_is_next(stubs_run):
     # Steps that need no student code still run in full.
     assert "109,482,240" in _stdout(notebook, "architecture")
     assert _stdout(notebook, "mlm").count("Sentence: ") == 3
+
+
+# --------------------------------------------------------------------------- `bertlab lesson`
+
+def test_lesson_command_on_the_stubs_names_the_task_to_write_in_one_line(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(KIT_ROOT / "exercises", tmp_path / "exercises")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "bertlab.cli", "lesson", "--quick"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("bertlab lesson:")]
+    assert len(lines) == 1, done.stderr
+    line = lines[0]
+    task = re.search(r"task (\w+) is not implemented yet: (\w+) in exercises/(\w+)\.py", line)
+    assert task and task.group(1) == task.group(3), line
+    assert f"`bertlab check --task {task.group(1)}`" in line
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bertlab.errors import NotImplementedYet
 from bertlab.implementations import load_directory, load_implementation
 from bertlab_grader import stubs as stubgen
 from bertlab_grader.kit import REFERENCE_DIR
@@ -51,17 +52,49 @@ def test_stubs_contain_no_solution_code():
         assert not leaked, f"{name} leaks solution lines: {leaked[:2]}"
 
 
+def test_mistake_texts_contain_no_solution_code():
+    # The table of known mistakes ships to students: hints, never a line of a solution.
+    import re
+
+    from bertlab.mistakes import MISTAKES
+
+    hints = "\n".join(m.hint for m in MISTAKES)
+    for name in (f"{module}.py" for module in stubgen.EXERCISE_MODULES):
+        fenced = "\n".join(part.split(stubgen.END)[0] for part in (REFERENCE_DIR / name).read_text().split(stubgen.BEGIN)[1:])
+        for line in fenced.splitlines():
+            code = re.sub(r"^(return |[\w, ]+ = )", "", line.split("#")[0].strip())
+            assert len(code) < 20 or code not in hints, f"a mistake's hint quotes {name}: {code!r}"
+
+
 def test_every_stub_raises_a_task_specific_not_implemented():
     stubs = load_directory(KIT_ROOT / "exercises")
     cases = {
-        "cka": lambda: stubs.cka.linear_cka([[0.0, 1.0], [1.0, 0.0]], [[1.0], [2.0]]),
-        "pooling": lambda: stubs.pooling.masked_mean_pool(__import__("torch").zeros(1, 2, 3), __import__("torch").ones(1, 2)),
-        "siamese": lambda: stubs.siamese.create_sbert(None),
-        "retrieval": lambda: stubs.retrieval.semantic_search(__import__("torch").ones(2), __import__("torch").ones(3, 2)),
+        ("cka", "linear_cka"): lambda: stubs.cka.linear_cka([[0.0, 1.0], [1.0, 0.0]], [[1.0], [2.0]]),
+        ("pooling", "masked_mean_pool"): lambda: stubs.pooling.masked_mean_pool(__import__("torch").zeros(1, 2, 3),
+                                                                               __import__("torch").ones(1, 2)),
+        ("siamese", "create_sbert"): lambda: stubs.siamese.create_sbert(None),
+        ("retrieval", "semantic_search"): lambda: stubs.retrieval.semantic_search(__import__("torch").ones(2),
+                                                                                 __import__("torch").ones(3, 2)),
     }
-    for task, call in cases.items():
-        with pytest.raises(NotImplementedError, match=f"^{task}: implement "):
+    for (task, function), call in cases.items():
+        with pytest.raises(NotImplementedYet) as info:
             call()
+        assert isinstance(info.value, NotImplementedError)  # `except NotImplementedError` still catches it
+        assert (info.value.task, info.value.function) == (task, function)
+        assert str(info.value) == f"{task}: implement {function} (see its docstring)"
+
+
+def test_stubs_raise_the_typed_exception_and_import_it_with_their_imports():
+    for name, text in stubgen.expected_exercises().items():
+        task = name.removesuffix(".py")
+        assert "raise NotImplementedError" not in text, name
+        raises = [line.strip() for line in text.splitlines() if line.strip().startswith("raise NotImplementedYet(")]
+        assert raises and all(line.startswith(f'raise NotImplementedYet("{task}", "') for line in raises), name
+        lines = text.splitlines()
+        where = lines.index("from bertlab.errors import NotImplementedYet")
+        assert lines[where - 1] == "" and lines[where + 1] == "", f"{name}: the import is a block of its own"
+        first_def = next(i for i, line in enumerate(lines) if line.startswith(("def ", "class ")))
+        assert where < first_def and "from __future__ import annotations" in "\n".join(lines[:where]), name
 
 
 def test_signatures_and_docstrings_are_kept():

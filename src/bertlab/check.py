@@ -10,7 +10,8 @@ prints one row per task (passed/total and a status), the first failure of each u
 full with a hint, the learner's recorded progress, and the next task to work on.
 
 Statuses: ``passed`` (every test passed), ``not started`` (nothing passed and every failure is a stub
-still raising NotImplementedError), ``failed`` (anything else), ``not run`` (an earlier test ended the
+still raising NotImplementedError: the plugin records the task and function a stub's NotImplementedYet
+carries, so the hint names them), ``failed`` (anything else), ``not run`` (an earlier test ended the
 run before this task's tests), ``no tests`` (none collected). Progress records the first three.
 
 Output is rich when stdout is a terminal, plain text otherwise (or when NO_COLOR is set), so a CI log
@@ -31,8 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
-from .workspace import find_workspace
+from .errors import unfinished
+from .mistakes import hint as mistake_hint
 from .progress import TASK_ORDER, format_progress, load_progress, record_run
+from .tasks import exercise
+from .workspace import find_workspace
 
 REPORT_ENV = "BERTLAB_CHECK_REPORT"  # child: where to append events
 CODE_ENV = "BERTLAB_CHECK_CODE"  # child: the student's code folder (to point at their line)
@@ -55,15 +59,14 @@ def _task_of(item) -> Optional[str]:
     return None
 
 
-def _is_stub_failure(excinfo) -> bool:
-    """The failure is a stub still raising NotImplementedError (directly, or wrapped by the public
-    tests' teaching message, whose exception keeps the NotImplementedError as its context)."""
-    exc, seen = excinfo.value, 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, NotImplementedError):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+def _stub_fields(excinfo) -> dict:
+    """``stub``: the failure is a stub still raising NotImplementedError (directly, or wrapped by the
+    public tests' teaching message, whose exception keeps it as its context); ``stub_task`` and
+    ``stub_function``: what a stub's NotImplementedYet names (None for a plain NotImplementedError:
+    it counts for the task under test)."""
+    found = unfinished(excinfo.value)
+    return {"stub": found is not None, "stub_task": getattr(found, "task", None),
+            "stub_function": getattr(found, "function", None)}
 
 
 def _failure_message(excinfo) -> str:
@@ -125,8 +128,9 @@ class _EventWriter:
         self._emit("start", nodeid=nodeid)
 
     def pytest_runtest_logreport(self, report):
-        result = self._results.setdefault(report.nodeid, {"outcome": "passed", "stub": False, "message": "",
-                                                          "where": "", "when": ""})
+        result = self._results.setdefault(report.nodeid, {"outcome": "passed", "stub": False, "stub_task": None,
+                                                          "stub_function": None, "message": "", "where": "",
+                                                          "when": ""})
         if report.failed and result["outcome"] != "failed":
             result.update(outcome="failed", when=report.when, message=str(report.longrepr))
         elif report.skipped and result["outcome"] == "passed":
@@ -139,7 +143,7 @@ class _EventWriter:
         if not result or result.get("when") != report.when or result.get("detailed") or call.excinfo is None:
             return
         try:
-            result.update(stub=_is_stub_failure(call.excinfo), message=_failure_message(call.excinfo),
+            result.update(**_stub_fields(call.excinfo), message=_failure_message(call.excinfo),
                           where=_student_location(call.excinfo, self._code_dir), detailed=True)
         except Exception:  # noqa: BLE001 - never let the reporter break the run; keep the longrepr
             pass
@@ -172,6 +176,8 @@ class TestResult:
     task: Optional[str]
     outcome: str = "not run"  # passed, failed, skipped, or "not run" until a result arrives
     stub: bool = False
+    stub_task: Optional[str] = None      # the task of the stub it reached (None: the task under test)
+    stub_function: Optional[str] = None  # the function of that stub, when the stub named it
     message: str = ""
     where: str = ""
     doc: str = ""
@@ -262,6 +268,7 @@ class _Follower:
                 test = self.tests[event["nodeid"]] = TestResult(event["nodeid"], event["nodeid"], None)
             test.outcome = event.get("outcome", "failed")
             test.stub = bool(event.get("stub"))
+            test.stub_task, test.stub_function = event.get("stub_task"), event.get("stub_function")
             test.message = event.get("message", "")
             test.where = event.get("where", "")
             self.running = None
@@ -411,8 +418,6 @@ def _exit_status(returncode: Optional[int]) -> str:
 # Hints and the next task
 # ---------------------------------------------------------------------------------------------
 
-_STUB_FUNCTION = re.compile(r"(\w+): implement ([\w.]+)")
-_NEEDS_OTHER_TASK = re.compile(r"it needs task (\w+)")
 _IMPORT_ERROR = re.compile(r"\b(SyntaxError|IndentationError|TabError|ImportError|ModuleNotFoundError)\b")
 
 # What a wrong value most often means, task by task: the idea to reread.
@@ -428,39 +433,28 @@ _TASK_IDEA = {
                  "boundary.",
 }
 
-# (pattern in the failure message, hint); the first match wins.
-_MESSAGE_HINTS = [
-    (re.compile(r"instead of raising ValueError|expected ValueError|DID NOT RAISE"),
-     "Reread the Raises: section of the docstring: check the inputs at the top of the function and "
-     "`raise ValueError(...)` with a message saying what was wrong."),
-    (re.compile(r"should be a torch\.Tensor|should be a (Python )?float"),
-     "Check the return type against the Returns: section of the docstring."),
-    (re.compile(r"has shape"),
-     "Shapes first: the Returns: line of the docstring gives the shape. Check which dimension you reduced "
-     "over (dim=...) and whether a dimension was kept (keepdim) or squeezed away."),
-    (re.compile(r"has dtype"),
-     "The Returns: line of the docstring says which dtype to return: compute in a wide type if you like, "
-     "then cast back at the end."),
-    (re.compile(r"\bNaN\b|\bnan\b"),
-     "A NaN is almost always 0/0: a count, a norm or a variance that can be zero. The docstring says "
-     "what such an input should give."),
-    (re.compile(r"\bTypeError\b"),
-     "A TypeError usually means an input the docstring allows but your code does not handle yet: NumPy "
-     "arrays as well as tensors, int, bool or float masks, a single query as well as a batch."),
+# How a kind of failure any task can show reads in a failure message (the checks' wording, pytest's,
+# or the exception a test reports), and the known mistake (bertlab/mistakes.py) it points at; the
+# first match wins.
+_MESSAGE_MISTAKES = [
+    (re.compile(r"instead of raising ValueError|expected ValueError|DID NOT RAISE"), "no_value_error"),
+    (re.compile(r"should be a torch\.Tensor|should be a (Python )?float"), "wrong_type"),
+    (re.compile(r"has shape"), "wrong_shape"),
+    (re.compile(r"has dtype"), "wrong_dtype"),
+    (re.compile(r"\bNaN\b|\bnan\b"), "nan_result"),
+    (re.compile(r"\bTypeError\b"), "input_type_not_handled"),
 ]
 
 
-_CONCEPT_WORDS = {"cka": ("cka",), "pooling": ("pool", "sbert"), "siamese": ("siamese", "sbert", "sentence-bert"),
-                  "retrieval": ("retrieval", "search")}
-
-
 def concept_page(root: Path, task: str) -> str:
-    """The docs page explaining a task's idea (relative to the kit root), if there is one."""
-    concepts = Path(root) / "docs" / "concepts"
-    if concepts.is_dir():
-        for page in sorted(concepts.glob("*.md")):
-            if any(word in page.stem.lower() for word in _CONCEPT_WORDS.get(task, (task,))):
-                return str(page.relative_to(root))
+    """The docs page explaining a task's idea (the task registry's ``concept``, relative to the kit
+    root), else the student guide, if there is one."""
+    try:
+        page = Path(root) / "docs" / "concepts" / exercise(task).concept
+    except KeyError:
+        page = None
+    if page is not None and page.is_file():
+        return str(page.relative_to(root))
     guide = Path(root) / "docs" / "student-guide.md"
     return str(guide.relative_to(root)) if guide.exists() else ""
 
@@ -470,14 +464,14 @@ def hint_for(task: str, test: TestResult, root: Path) -> str:
     page = concept_page(root, task)
     see = f" The idea is explained in {page}." if page else ""
     if test.stub:
-        other = _NEEDS_OTHER_TASK.search(test.message)
-        if other and other.group(1) != task:
-            return (f"Task {task} builds on your {other.group(1)} code: finish task {other.group(1)} first "
-                    f"(`bertlab check --task {other.group(1)}`).")
-        stub = _STUB_FUNCTION.search(test.message)
-        where = f"{stub.group(2)} in exercises/{stub.group(1)}.py" if stub else f"exercises/{task}.py"
+        other = test.stub_task
+        if other and other != task:
+            return (f"Task {task} builds on your {other} code: finish task {other} first "
+                    f"(`bertlab check --task {other}`).")
+        where = (f"{test.stub_function} in exercises/{other or task}.py" if test.stub_function
+                 else f"exercises/{task}.py")
         return (f"Read the docstring of {where} (Inputs, Returns, Raises), then replace its "
-                f"`raise NotImplementedError` with your code.{see}")
+                f"`raise NotImplementedYet(...)` with your code.{see}")
     if _IMPORT_ERROR.search(test.message) and ("exercises" in test.message or test.where):
         return ("One of your files does not even import: fix the error at the file and line shown. The tests of "
                 "every task load all four files, so this comes first.")
@@ -486,13 +480,13 @@ def hint_for(task: str, test: TestResult, root: Path) -> str:
                 f"code is only slow, {TIMEOUT_ENV}=600 gives each test more time.")
     if test.message.startswith("The test process died"):
         return ("Look for exit(), sys.exit() or os._exit() in your code, a huge allocation (memory), or an "
-                f"infinite recursion. To see the process's own output: python -m pytest tests/public -m {task} "
-                "--impl exercises -x")
+                f"infinite recursion. To see the process's own output: python -m pytest --pyargs bertlab.public_tests "
+                f"-m {task} -x")
     if test.message.startswith("Not run"):
         return "An earlier test stopped the run: fix that one first."
-    for pattern, hint in _MESSAGE_HINTS:
+    for pattern, mistake_id in _MESSAGE_MISTAKES:
         if pattern.search(test.message):
-            return hint + see
+            return mistake_hint(mistake_id) + see
     return _TASK_IDEA.get(task, "Reread the docstring of the function this test calls.") + see
 
 

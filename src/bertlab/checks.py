@@ -1,22 +1,38 @@
-"""Shared assertions for the public tests: every failure says what was expected, what came back,
-and the likely mistake.
+"""The assertions the public tests (bertlab/public_tests/) and the hidden suites (bertlab_grader/suites/)
+share. Every failure says what was expected, what came back, and the likely mistake.
 
 The order of checks is always the same: type, then exact shape (never broadcast), then NaN/inf, then
-values. Nothing here knows the reference solution: expected values come from oracles written in the
-test modules themselves.
+values, then the likely mistake (named from the table of known mistakes, bertlab/mistakes.py). A message
+shows at most one expected number (at the worst position), never a whole expected array, never test
+source and never a path of the kit: the grader shows the student only the message.
+
+Nothing here knows the reference solution: expected values come from the test modules (oracles in the
+public tests, the reference in the hidden suites). The code under test may be in this process or behind
+the grading sandbox's proxy, so these helpers only look at plain results (tensors, numbers, lists),
+never at the student's objects. A failure is ``pytest.fail`` raised here; the grader scores it as a
+failed check (bertlab_grader/scoring.py knows this file).
 """
 
 from __future__ import annotations
 
-import re
-from typing import Callable, Optional, Sequence
+import math
+from numbers import Real
+from typing import Callable, Mapping, Optional, Sequence
 
+import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, settings
+
+from .errors import unfinished
+from .mistakes import hint as mistake_hint
 
 
-def property_settings(max_examples: int) -> settings:
+def fail(message: str):
+    """Fail the current test with ``message`` (no traceback, no source: the message is the feedback)."""
+    pytest.fail(message, pytrace=False)
+
+
+def property_settings(max_examples: int):
     """Seeded Hypothesis settings shared by every property test.
 
     The same examples on every run and machine (derandomize); no example database written into the
@@ -24,6 +40,8 @@ def property_settings(max_examples: int) -> settings:
     phase: the examples are small already, our messages explain the failure, and shrinking a test
     that fails on every input (a stub, a wrong formula) costs tens of seconds per test.
     """
+    from hypothesis import HealthCheck, Phase, settings
+
     return settings(
         derandomize=True,
         database=None,
@@ -33,6 +51,32 @@ def property_settings(max_examples: int) -> settings:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
 
+
+def generator(seed: int) -> torch.Generator:
+    """A CPU generator seeded with ``seed`` (seeded inputs)."""
+    return torch.Generator().manual_seed(seed)
+
+
+def short(value, limit: int = 120) -> str:
+    """A short description of a returned value for messages (never more than ``limit`` characters
+    of its repr)."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {list(value.shape)} and dtype {value.dtype}"
+    if isinstance(value, np.ndarray):
+        return f"a NumPy array of shape {list(value.shape)} and dtype {value.dtype}"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def first_line(exc: BaseException, limit: int = 160) -> str:
+    """The first line of an exception's message (its type name when it has none), shortened."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# A stub not implemented yet; exceptions that are not a wrong answer
+# ---------------------------------------------------------------------------------------------
 
 # Where to start when a task is still a stub (shown with the NotImplementedError).
 TASK_START = {
@@ -46,19 +90,19 @@ TASK_START = {
                  "ascending index, in blocks), then SemanticIndex on top of it.",
 }
 
-_STUB_MESSAGE = re.compile(r"^\s*(\w+)\s*:\s*implement\s+([\w.]+)")
-
 
 def not_implemented_message(test_task: Optional[str], exc: BaseException) -> str:
     """The message a student sees when a test reaches a stub that still raises NotImplementedError.
 
-    test_task is the task marker of the test; the stub's own message ("<task>: implement <name> ...")
-    says which function is missing, which may belong to another task (siamese uses pooling).
+    test_task is the task marker of the test. A stub's NotImplementedYet says which task and function
+    are missing (the task may be another one: siamese uses pooling); a plain NotImplementedError (the
+    student's own) counts for the task under test, named after the function that raised it.
     """
-    text = str(exc).strip()
-    match = _STUB_MESSAGE.match(text)
-    stub_task = match.group(1) if match and match.group(1) in TASK_START else test_task
-    function = match.group(2) if match else _raising_function(exc)
+    found = unfinished(exc) or exc
+    text = str(found).strip()
+    stub_task = getattr(found, "task", None)
+    stub_task = stub_task if stub_task in TASK_START else test_task
+    function = getattr(found, "function", None) or _raising_function(found)
     raised = f"{function} raises NotImplementedError({text!r})" if function else f"NotImplementedError({text!r})"
     if stub_task and test_task and stub_task != test_task:
         head = (f"Task {test_task} cannot be checked yet: it needs task {stub_task}, which is not "
@@ -79,6 +123,23 @@ def _raising_function(exc: BaseException) -> str:
     return name
 
 
+# The exceptions a runner that calls the code under test in another process raises when it did not
+# answer (bertlab_grader.remote): recognised by name, so this module imports nothing of the grader.
+_DID_NOT_FINISH = ("SubmissionTimeout", "SubmissionCrashed")
+
+
+def did_not_finish(exc: BaseException) -> bool:
+    """True when the code under test timed out or its process crashed (the grader scores those as
+    timeout/error, never as a wrong answer)."""
+    return type(exc).__name__ in _DID_NOT_FINISH
+
+
+def is_harness_error(exc: BaseException) -> bool:
+    """True for exceptions that must propagate untouched instead of becoming a wrong answer: a stub
+    not implemented yet (its own message wins), or code under test that did not finish."""
+    return isinstance(exc, NotImplementedError) or did_not_finish(exc)
+
+
 # ---------------------------------------------------------------------------------------------
 # Type, shape, finiteness
 # ---------------------------------------------------------------------------------------------
@@ -86,98 +147,147 @@ def _raising_function(exc: BaseException) -> str:
 def tensor_result(value, what: str) -> torch.Tensor:
     """Fail unless ``value`` is a torch.Tensor; return it detached (no autograd history)."""
     if not isinstance(value, torch.Tensor):
-        pytest.fail(f"{what} should be a torch.Tensor; got {type(value).__name__}: {_short(value)}. "
-                    "Return a tensor (torch.as_tensor / torch.stack), not a list or NumPy array.",
-                    pytrace=False)
+        got = short(value) if isinstance(value, np.ndarray) else f"{type(value).__name__} {short(value)}"
+        fail(f"{what} should be a torch.Tensor; got {got}. Return a tensor (torch.as_tensor / torch.stack), "
+             "not a list or NumPy array.")
     return value.detach()
 
 
 def check_shape(actual: torch.Tensor, expected: Sequence[int], what: str, hint: str = "") -> None:
     """Exact shape equality: [3, 4] is not [3, 1, 4] and not [4, 3], whatever broadcasting would do."""
     if tuple(actual.shape) != tuple(expected):
-        pytest.fail(f"{what} has shape {list(actual.shape)}; expected {list(expected)}. {hint}".strip(),
-                    pytrace=False)
+        fail(f"{what} has shape {list(actual.shape)}; expected {list(expected)}. {hint}".strip())
 
 
 def check_finite(actual: torch.Tensor, what: str, hint: str = "") -> None:
-    """No NaN and no inf anywhere; names the first bad position."""
-    bad = ~torch.isfinite(actual.float() if actual.dtype in (torch.bfloat16, torch.float16) else actual)
+    """No NaN and no inf anywhere (floating-point results); names the first bad position."""
+    values = actual.float() if actual.dtype in (torch.float16, torch.bfloat16) else actual
+    if not values.is_floating_point():
+        return
+    bad = ~torch.isfinite(values)
     if bad.any():
-        position = tuple(int(i) for i in bad.nonzero()[0])
-        kind = "NaN" if torch.isnan(actual[position]) else "inf"
-        pytest.fail(f"{what} contains {kind} (first at index {list(position)}; {int(bad.sum())} bad "
-                    f"entries in all). {hint}".strip(), pytrace=False)
+        position = [int(i) for i in bad.nonzero()[0]]
+        kind = "NaN" if torch.isnan(values[tuple(position)]) else "inf"
+        fail(f"{what} contains {kind} (first at index {position}; {int(bad.sum())} bad entries in all). "
+             f"{hint}".strip())
 
 
 def check_tensor(value, shape: Sequence[int], what: str, *, dtype: Optional[torch.dtype] = None,
-                 shape_hint: str = "", finite_hint: str = "") -> torch.Tensor:
-    """Type, exact shape, optional dtype, then finiteness; returns the detached tensor."""
+                 shape_hint: str = "", finite_hint: str = "", dtype_hint: str = "") -> torch.Tensor:
+    """Type, exact shape, optional dtype, then no NaN/inf; returns the detached tensor."""
     actual = tensor_result(value, what)
     check_shape(actual, shape, what, shape_hint)
     if dtype is not None and actual.dtype != dtype:
-        pytest.fail(f"{what} has dtype {actual.dtype}; expected {dtype}. Cast the result back to the "
-                    "input's dtype at the end (`.to(hidden_states.dtype)`).", pytrace=False)
+        fail(f"{what} has dtype {actual.dtype}; expected {dtype}. {dtype_hint}".strip())
     check_finite(actual, what, finite_hint)
     return actual
 
 
+def python_float(value, what: str) -> float:
+    """Fail unless ``value`` is a real Python number (an int or float; NumPy scalars cross as floats)."""
+    if isinstance(value, bool) or not isinstance(value, (float, int)):
+        fail(f"{what} should be a Python float; got {short(value)}. "
+             "Convert at the end with `.item()` or `float(...)`.")
+    return float(value)
+
+
 # ---------------------------------------------------------------------------------------------
-# Values
+# Values, and naming the likely mistake
 # ---------------------------------------------------------------------------------------------
 
 def check_close(actual: torch.Tensor, expected: torch.Tensor, what: str, *, atol: float, rtol: float = 0.0,
                 hint: str = "", diagnose: Optional[Callable[[torch.Tensor], str]] = None) -> None:
-    """Values within atol + rtol * |expected|, compared in float64 with identical shapes.
+    """Exact shape, then values within atol + rtol * |expected|, compared in float64.
 
-    On failure, reports the worst position with both numbers; ``diagnose(actual)`` may return a more
-    precise explanation (e.g. "this is the unmasked mean") which replaces ``hint``.
+    NaN where the expected value is NaN counts as equal; NaN anywhere else is wrong. On failure the
+    message gives the worst position with both numbers; ``diagnose(actual)`` may name the mistake
+    (e.g. "this is the unmasked mean"), which replaces ``hint``.
     """
     check_shape(actual, expected.shape, what)
     a, e = actual.detach().to(torch.float64), expected.detach().to(torch.float64)
+    nan_mismatch = torch.isnan(a) != torch.isnan(e)
+    if nan_mismatch.any():
+        position = [int(i) for i in nan_mismatch.nonzero()[0]]
+        got, want = a[tuple(position)].item(), e[tuple(position)].item()
+        explanation = (diagnose(actual) if diagnose else "") or hint
+        fail(f"{what} is wrong at index {position}: expected {want:.6g}, got {got:.6g}. {explanation}".strip())
+    a, e = torch.nan_to_num(a), torch.nan_to_num(e)
     excess = (a - e).abs() - (atol + rtol * e.abs())
     if (excess > 0).any():
         worst = tuple(int(i) for i in (excess == excess.max()).nonzero()[0])
         where = f" at index {list(worst)}" if worst else ""
         explanation = (diagnose(actual) if diagnose else "") or hint
-        pytest.fail(
-            f"{what} is wrong{where}: expected {e[worst].item():.6g}, got {a[worst].item():.6g} "
-            f"(tolerance {atol:g} + {rtol:g}*|expected|; {int((excess > 0).sum())} of {e.numel()} entries "
-            f"off). {explanation}".strip(),
-            pytrace=False,
-        )
+        fail(f"{what} is wrong{where}: expected {e[worst].item():.6g}, got {a[worst].item():.6g} "
+             f"(tolerance {atol:g} + {rtol:g}*|expected|; {int((excess > 0).sum())} of {e.numel()} entries off). "
+             f"{explanation}".strip())
 
 
-def close_to(actual: torch.Tensor, candidate: torch.Tensor, tol: float = 1e-4) -> bool:
-    """True when ``actual`` matches ``candidate`` (same shape, within tol): used to name a mistake."""
+def check_scalar(value: float, expected: float, what: str, *, atol: float, hint: str = "") -> None:
+    """A number within ``atol`` of ``expected``; nan must be nan and only where nan is expected."""
+    if math.isnan(expected):
+        if not math.isnan(value):
+            fail(f"{what} should be nan; got {value:.6g}. {hint}".strip())
+        return
+    if math.isnan(value):
+        fail(f"{what} is nan; expected {expected:.6g}. {hint}".strip())
+    if abs(value - expected) > atol:
+        fail(f"{what} is {value:.10g}; expected {expected:.10g} (tolerance {atol:g}). {hint}".strip())
+
+
+def _as_tensor(value):
+    if isinstance(value, Real) and not isinstance(value, bool):
+        return torch.tensor(float(value), dtype=torch.float64)
+    return value
+
+
+def close(actual, candidate, tol: float = 1e-5) -> bool:
+    """Same shape and within ``tol`` (relative to 1 + |candidate|), NaN exactly where the candidate has
+    NaN: used to name a mistake, never to judge a result. Numbers compare as 0-d tensors; anything
+    else that is not a tensor is never close."""
+    actual, candidate = _as_tensor(actual), _as_tensor(candidate)
+    if not isinstance(actual, torch.Tensor) or not isinstance(candidate, torch.Tensor):
+        return False
     if tuple(actual.shape) != tuple(candidate.shape):
         return False
     a, c = actual.detach().to(torch.float64), candidate.detach().to(torch.float64)
-    if not torch.isfinite(a).all() or not torch.isfinite(c).all():
+    same_nan = torch.isnan(a) == torch.isnan(c)
+    if not bool(same_nan.all()):
         return False
+    a, c = torch.nan_to_num(a), torch.nan_to_num(c)
     return bool(((a - c).abs() <= tol * (1 + c.abs())).all())
 
+
+def name_mistake(actual, candidates: Mapping[str, object], tol: float = 1e-5) -> str:
+    """The teaching text (bertlab/mistakes.py) of the first mistake whose result ``actual`` matches, or ''.
+
+    candidates: {mistake id: what that mistake would have returned}, in the order to try them; a
+    candidate that is None (it could not be computed for this input) is skipped.
+    """
+    for mistake_id, candidate in candidates.items():
+        if candidate is not None and close(actual, candidate, tol):
+            return mistake_hint(mistake_id)
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
 
 def expect_value_error(call: Callable[[], object], what: str, why: str) -> None:
     """``call()`` must raise ValueError; any other outcome fails with a message that says which input.
 
-    NotImplementedError is re-raised so that the stub message ("task ... is not implemented yet") wins.
+    A stub's NotImplementedError (its own message wins) and a timeout or crash of the code under test
+    propagate untouched (``is_harness_error``).
     """
     try:
         result = call()
     except ValueError:
         return
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - we report whatever the student raised
-        pytest.fail(f"{what} raised {type(exc).__name__}({str(exc)[:200]!r}); expected ValueError because "
-                    f"{why}. Check the input up front and `raise ValueError(...)` with a clear message.",
-                    pytrace=False)
-    pytest.fail(f"{what} returned {_short(result)} instead of raising ValueError, but {why}. "
-                "Check the input up front and `raise ValueError(...)` with a clear message.", pytrace=False)
-
-
-def _short(value, limit: int = 120) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"tensor of shape {list(value.shape)}"
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+    except Exception as exc:  # noqa: BLE001 - we report whatever the code under test raised
+        if is_harness_error(exc):
+            raise
+        name = getattr(exc, "type_name", None) or type(exc).__name__
+        fail(f"{what} raised {name} ({first_line(exc)}); expected ValueError because {why}. "
+             "Check the input up front and `raise ValueError(...)` with a clear message.")
+    fail(f"{what} returned {short(result)} instead of raising ValueError, but {why}. "
+         "Check the input up front and `raise ValueError(...)` with a clear message.")

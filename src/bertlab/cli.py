@@ -13,8 +13,10 @@ import os
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Optional
 
-from .tasks import EXERCISE_TASKS
+from .errors import ReportedError
+from .tasks import EXERCISE_MODULES, EXERCISE_TASKS, exercise
 
 COMMANDS_GROUP = "bertlab.commands"
 DESCRIPTION = ("bertlab: the week-7 transfer-learning exercises (CKA, pooling, Sentence-BERT, semantic search). "
@@ -33,12 +35,38 @@ def _cmd_lesson(args) -> int:
     from .implementations import load_directory, load_implementation
     from .workspace import find_workspace
 
+    folder = None
     if args.reference:
         impl = load_implementation("reference")
     else:
-        impl = load_directory(find_workspace(Path(args.dir) if args.dir else None).exercises)
-    print(format_figures(lesson_figures(impl, full=not args.quick)))
+        folder = find_workspace(Path(args.dir) if args.dir else None).exercises
+        impl = load_directory(folder)
+    try:
+        figures = lesson_figures(impl, full=not args.quick)
+    except NotImplementedError as exc:  # a stub, or the student's own: one line saying what to do
+        raise ReportedError(_not_implemented_line(exc, folder)) from exc
+    print(format_figures(figures))
     return 0
+
+
+def _not_implemented_line(exc: NotImplementedError, folder: Optional[Path]) -> str:
+    """What `bertlab lesson` says when the code it runs reaches a NotImplementedError: the task and
+    function a stub names (a plain NotImplementedError: the exercise file it was raised in)."""
+    task, function = getattr(exc, "task", None), getattr(exc, "function", None)
+    if task is None:  # the student's own: name the exercise file it came from, if it did
+        tb, files = exc.__traceback__, set(EXERCISE_MODULES)
+        while tb is not None:
+            path = Path(tb.tb_frame.f_code.co_filename)
+            if path.stem in files and (folder is None or path.parent.resolve() == folder.resolve()):
+                task, function = EXERCISE_TASKS[EXERCISE_MODULES.index(path.stem)], tb.tb_frame.f_code.co_name
+            tb = tb.tb_next
+    where = f"{folder.name if folder else 'exercises'}/{exercise(task).filename}" if task else "your exercises"
+    what = f"{function} in {where}" if function else where
+    if task is None:
+        return (f"your code raised NotImplementedError ({exc}): the lesson needs all four tasks. "
+                "Run `bertlab check` to see which one is not finished.")
+    return (f"task {task} is not implemented yet: {what} still raises NotImplementedError. Write it (see its "
+            f"docstring), then run `bertlab check --task {task}`; the lesson needs all four tasks.")
 
 
 def add_student_commands(sub) -> None:

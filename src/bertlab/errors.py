@@ -4,10 +4,14 @@ A command that meets one of these prints its message as one line (no traceback u
 ``UsageError`` (2) is the user's to fix and changed nothing; ``ReportedError`` (1) is any other
 failure the kit explains itself (the grader's ``GraderFailure`` is one). ``NotImplementedYet`` is what
 an exercise stub raises: it carries the task and the function, so the checker, the lesson and the
-grader can say "not started" without reading the message.
+grader can say "not started" without reading the message (``unfinished`` finds it behind another
+exception). Through the grading sandbox it arrives as a plain NotImplementedError (the sandbox rebuilds
+builtin exceptions only), with the same message.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 
 class ReportedError(Exception):
@@ -35,3 +39,18 @@ class NotImplementedYet(NotImplementedError):
 
     def __reduce__(self):  # rebuilt from its fields (e.g. when it crosses a process boundary)
         return (type(self), (self.task, self.function))
+
+
+def unfinished(exc: Optional[BaseException], depth: int = 8) -> Optional[NotImplementedError]:
+    """The NotImplementedError that ``exc`` is, or was raised from or while handling (a test that
+    turns a stub's exception into its own message keeps it as the context), else None.
+
+    A stub's is a NotImplementedYet (``.task``, ``.function``); a plain NotImplementedError (raised
+    by a student's own code, or rebuilt by the sandbox) has neither: read them with ``getattr``.
+    """
+    seen = 0
+    while exc is not None and seen < depth:
+        if isinstance(exc, NotImplementedError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None

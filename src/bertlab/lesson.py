@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .errors import unfinished
 from .implementations import Implementation, load_implementation
 from .models import count_parameters
 from .tasks import EXERCISE_MODULES
@@ -47,10 +47,6 @@ NSP_EXAMPLE = (
     "After that, sadly, the story runs out of ideas.",
     "Preheat the oven and grease a large baking tin.",
 )
-
-# The generated stubs raise NotImplementedError("<task>: implement <name> (see its docstring)").
-_STUB_MESSAGE = re.compile(r"^(?P<task>" + "|".join(TASKS) + r"): implement (?P<name>[\w.]+)")
-
 
 # ---------------------------------------------------------------------------------------------
 # Which code runs
@@ -102,17 +98,17 @@ class StepSkipped(Exception):
     """A step needs a result that an earlier, unfinished step did not produce."""
 
 
-def parse_not_implemented(exc: BaseException, default_task: str) -> tuple[str, Optional[str]]:
-    """(task, function name) from a stub's NotImplementedError; falls back to ``default_task``."""
-    match = _STUB_MESSAGE.match(str(exc))
-    if match:
-        return match.group("task"), match.group("name")
-    return default_task, None
+def not_started(exc: BaseException, default_task: str) -> tuple[str, Optional[str]]:
+    """(task, function name) of the stub behind a NotImplementedError: a stub's NotImplementedYet
+    carries both; a plain one (the student's own) counts for ``default_task``, function unknown."""
+    found = unfinished(exc) or exc
+    task = getattr(found, "task", None)
+    return (task if task in TASKS else default_task), getattr(found, "function", None)
 
 
 def not_implemented_message(task: str, name: Optional[str] = None) -> str:
     """The note shown instead of a traceback when ``task`` is still a stub."""
-    where = f"the `raise NotImplementedError` in {name}" if name else "its `raise NotImplementedError` stubs"
+    where = f"the `raise NotImplementedYet(...)` in {name}" if name else "its `raise NotImplementedYet(...)` stubs"
     return (f"Task {task} is not implemented yet: open {task_file(task)}, replace {where} with your code, "
             f"then run `bertlab check --task {task}`. (The rest of this step is skipped.)")
 
@@ -130,7 +126,7 @@ def student_code(task: str) -> Iterator[None]:
     try:
         yield
     except NotImplementedError as exc:
-        found_task, name = parse_not_implemented(exc, task)
+        found_task, name = not_started(exc, task)
         _skipped_because.setdefault(found_task, name or "")
         print(not_implemented_message(found_task, name))
     except StepSkipped as exc:
@@ -187,35 +183,41 @@ def _probe(task: str, impl: Implementation) -> None:
         raise ValueError(f"unknown task {task!r}")
 
 
-def task_status(impl: Implementation) -> dict[str, str]:
-    """{task: status} where status is "runs", "not implemented: <name>", "needs task <t> first" or an error."""
-    status = {}
+def _task_states(impl: Implementation) -> dict[str, tuple[str, Optional[str]]]:
+    """{task: (status, the function of the task still to write, when a stub named it)}."""
+    states: dict[str, tuple[str, Optional[str]]] = {}
     for task in TASKS:
         try:
             _probe(task, impl)
-            status[task] = "runs"
+            states[task] = ("runs", None)
         except NotImplementedError as exc:
-            found, name = parse_not_implemented(exc, task)
-            status[task] = f"needs task {found} first" if found != task else f"not implemented: {name or '?'}"
+            found, name = not_started(exc, task)
+            states[task] = ((f"needs task {found} first", None) if found != task
+                            else (f"not implemented: {name or '?'}", name))
         except Exception as exc:  # noqa: BLE001 - any error is worth reporting as a status
-            status[task] = f"raises {type(exc).__name__}: {str(exc)[:80]}"
-    return status
+            states[task] = (f"raises {type(exc).__name__}: {str(exc)[:80]}", None)
+    return states
+
+
+def task_status(impl: Implementation) -> dict[str, str]:
+    """{task: status} where status is "runs", "not implemented: <name>", "needs task <t> first" or an error."""
+    return {task: status for task, (status, _) in _task_states(impl).items()}
 
 
 def progress_report(impl: Implementation) -> str:
     """A per-task summary and the task to do next."""
-    status = task_status(impl)
+    states = _task_states(impl)
     lines = [f"Progress ({impl.name}):"]
     for task in TASKS:
-        lines.append(f"  {task:<10} {status[task]}")
-    todo = [t for t in TASKS if status[t] != "runs"]
+        lines.append(f"  {task:<10} {states[task][0]}")
+    todo = [t for t in TASKS if states[t][0] != "runs"]
     if not todo:
         lines.append("All four tasks run. Now make sure they are right: `bertlab check` runs the public tests.")
     else:
         task = todo[0]
-        name = status[task].split(": ", 1)[1] if status[task].startswith("not implemented") else None
+        name = states[task][1]
         lines.append(f"Next: task {task}. Open {task_file(task)}"
-                     + (f", implement {name}" if name and name != "?" else "")
+                     + (f", implement {name}" if name else "")
                      + f", then run `bertlab check --task {task}` and re-run this notebook.")
     return "\n".join(lines)
 

@@ -2,13 +2,14 @@
 
 For each task a *probe* calls the task's functions on small fixed inputs and records what comes back
 (values, shapes, dtypes, the type of an exception). The same probe runs once per process on every
-mutant of the bank (grader/mutants, trusted code, in process) and on the reference. When a failing
+mutant of the bank (bertlab_grader/mutants, trusted code, in process) and on the reference. When a failing
 submission's probe record equals a mutant's, the failing tests of that task get the mutant's hint
 ("your CKA matches the uncentered formula: did you subtract the column means?").
 
-A hint is written by us, per mutant (its recipe in grader/mutants/build.py): it never quotes hidden
-test source or expected arrays. Probes only pass plain data, named models and trusted callables, so they work through the
-sandbox proxy like the hidden tests do. Probes are deliberately small (milliseconds per task).
+A hint is written once, in the table of known mistakes (bertlab/mistakes.py), under the name of the
+mutant that makes that mistake: it never quotes hidden test source or expected arrays. Probes only
+pass plain data, named models and trusted callables, so they work through the sandbox proxy like the
+hidden tests do. Probes are deliberately small (milliseconds per task).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
-_HARNESS_ERRORS = ("SubmissionTimeout", "SubmissionCrashed")
+from bertlab.checks import did_not_finish
+from bertlab.mistakes import find as find_mistake
 
 
 class _ProbeAborted(Exception):
@@ -59,7 +61,7 @@ def _outcome(call: Callable[[], Any]) -> Any:
         return _normalise(call())
     except Exception as exc:  # noqa: BLE001 - the type of what the code raised is the record
         name = getattr(exc, "type_name", None) or type(exc).__name__
-        if type(exc).__name__ in _HARNESS_ERRORS:
+        if did_not_finish(exc):
             raise _ProbeAborted(str(exc)) from exc
         base = next((c.__name__ for c in type(exc).__mro__ if c.__module__ == "builtins"), name)
         return ("raises", base if base not in ("Exception", "BaseException") else name)
@@ -163,7 +165,7 @@ def probe_siamese(impl) -> dict:
     try:
         sbert = impl.siamese.create_sbert(named_model("tiny-bert-seed5"))
     except Exception as exc:  # noqa: BLE001
-        if type(exc).__name__ in _HARNESS_ERRORS:
+        if did_not_finish(exc):
             raise _ProbeAborted(str(exc)) from exc
         return {"create": ("raises", type(exc).__name__)}
     with torch.no_grad():
@@ -257,13 +259,14 @@ def reference_record(task: str) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def known_mistakes(task: str) -> tuple:
-    """((entry, record), ...) for every mutant of ``task`` that carries a hint (computed once)."""
+    """((entry, record), ...) for every mutant of ``task`` that is a known mistake, i.e. has a record
+    of its name in bertlab/mistakes.py (computed once)."""
     from bertlab.implementations import load_directory
     from bertlab_grader.mutants import load_bank
 
     found = []
     for entry in load_bank(kinds=("mutant",)):
-        if entry.task == task and entry.hint:
+        if entry.task == task and find_mistake(entry.name) is not None:
             found.append((entry, probe(load_directory(entry.path), task)))
     return tuple(found)
 
@@ -283,6 +286,6 @@ def matching_mistakes(impl, task: str) -> list:
 
 
 def diagnose(impl, task: str) -> Optional[str]:
-    """The hint for ``impl``'s ``task``, or None."""
+    """The hint for ``impl``'s ``task`` (the known mistake its probe outputs match), or None."""
     matches = matching_mistakes(impl, task)
-    return matches[0].hint if matches else None
+    return find_mistake(matches[0].name).hint if matches else None

@@ -1,13 +1,17 @@
 """Generate the student stubs in exercises/ from the reference solutions.
 
-Each exercise is written once, in solutions/, with nbgrader's fences. Here every fenced block becomes
-the same two lines (a tool can count what is left, a student always sees the same shape):
+Each exercise is written once, in bertlab_grader/reference/, with nbgrader's fences. Here every
+fenced block becomes the same two lines (a tool can count what is left, a student always sees the same
+shape):
 
     # TODO: Implement for task <task>.
-    raise NotImplementedError("<task>: implement <function> (see its docstring)")
+    raise NotImplementedYet("<task>", "<function>")
 
-Signatures, type hints with shapes, docstrings and the code outside the fences are kept verbatim.
-A fence at module level (private helpers) is replaced by a comment. `bertlab release` writes the
+``bertlab.errors.NotImplementedYet`` is a NotImplementedError that carries the task and the function,
+so the checker, the lesson and the grader say "not started" without reading its message (which stays
+"<task>: implement <function> (see its docstring)"); the stub imports it after the module's own
+imports. Signatures, type hints with shapes, docstrings and the code outside the fences are kept
+verbatim. A fence at module level (private helpers) is replaced by a comment. `bertlab release` writes the
 files into every bundle, and `python tools/build_exercises.py` into the checkout's exercises/; tests/test_stubs.py fails when the committed exercises/ is stale.
 """
 
@@ -21,8 +25,9 @@ from bertlab.tasks import EXERCISE_MODULES  # noqa: E402,F401  (re-exported)
 _DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
 _BANNER = (
     "# Student version of task {task}, generated from the reference solution.\n"
-    "# Replace each `raise NotImplementedError` with your code; run `bertlab check --task {task}`.\n"
+    "# Replace each `raise NotImplementedYet(...)` with your code; run `bertlab check --task {task}`.\n"
 )
+_IMPORT = "from bertlab.errors import NotImplementedYet"
 
 
 class FenceError(ValueError):
@@ -57,7 +62,7 @@ def make_stub(source: str, task: str) -> str:
             if indent:
                 name = _enclosing_name(lines, index, len(indent))
                 out.append(f"{indent}# TODO: Implement for task {task}.")
-                out.append(f'{indent}raise NotImplementedError("{task}: implement {name} (see its docstring)")')
+                out.append(f'{indent}raise NotImplementedYet("{task}", "{name}")')
             else:
                 out.append(f"# (Task {task}: any helper functions you want can go here.)")
         elif stripped == END:
@@ -68,7 +73,7 @@ def make_stub(source: str, task: str) -> str:
             out.append(line)
     if inside_from is not None:
         raise FenceError(f"line {inside_from + 1}: {BEGIN} is never closed")
-    text = "\n".join(out) + "\n"
+    text = _with_import("\n".join(out) + "\n")
     # The generated banner goes after the module docstring so `help(module)` still shows the lesson.
     docstring_end = _module_docstring_end(text)
     return text[:docstring_end] + "\n" + _BANNER.format(task=task) + text[docstring_end:]
@@ -77,6 +82,24 @@ def make_stub(source: str, task: str) -> str:
 def strip_fences(source: str) -> str:
     """The solution text without its fence lines: a complete, plain implementation."""
     return "".join(line for line in source.splitlines(keepends=True) if line.strip() not in (BEGIN, END))
+
+
+def _with_import(text: str) -> str:
+    """``text`` with the NotImplementedYet import, in a block of its own after the module's last
+    top-level absolute import (relative ones, like siamese's ``.pooling``, come after it)."""
+    import ast
+
+    if "raise NotImplementedYet(" not in text:
+        return text
+    body = ast.parse(text).body
+    absolute = [node for node in body if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)]
+    if absolute:
+        after = absolute[-1].end_lineno
+    else:  # no import at all: after the module docstring
+        after = body[0].end_lineno if body and isinstance(body[0], ast.Expr) else 0
+    lines = text.splitlines()
+    insert = ["", _IMPORT] if after else [_IMPORT, ""]
+    return "\n".join(lines[:after] + insert + lines[after:]) + "\n"
 
 
 def _module_docstring_end(text: str) -> int:

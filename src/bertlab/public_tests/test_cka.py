@@ -15,8 +15,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bertlab.checks import (check_close, check_shape, check_tensor, expect_value_error, property_settings,
-                     tensor_result)
+from bertlab.checks import (check_close, check_shape, check_tensor, expect_value_error, name_mistake,
+                            property_settings, tensor_result)
 
 pytestmark = pytest.mark.cka
 
@@ -95,18 +95,14 @@ def cka_of(impl, X, Y, what: str) -> float:
 
 
 def diagnose(value: float, X, Y) -> str:
-    """Name the classic mistake that produces ``value``, if one does."""
-    with np.errstate(invalid="ignore", divide="ignore"):  # a wrong variant may well be 0/0: just skip it
-        candidates = [
-            (numpy_cka(X, Y, center=False), "this is CKA without centering: subtract each column's mean first."),
-            (numpy_cka(X, Y, square=False), "this is the formula with an unsquared numerator: ||Yc^T Xc||_F^2."),
-            (numpy_cka(np.asarray(X).T, np.asarray(Y).T) if np.shape(X)[1] == np.shape(Y)[1] else None,
-             "this compares the transposed matrices: rows are examples, columns are features."),
-        ]
-    for candidate, message in candidates:
-        if candidate is not None and math.isfinite(candidate) and abs(candidate - value) <= 1e-6 * (1 + abs(candidate)):
-            return message
-    return "Compute in float64 (X.double()), center columns (dim=0), and follow the formula term by term."
+    """Name the classic mistake (bertlab/mistakes.py) that produces ``value``, if one does."""
+    with np.errstate(invalid="ignore", divide="ignore"):  # a wrong variant may well be 0/0: it matches nothing
+        known = name_mistake(value, {
+            "cka_no_centering": numpy_cka(X, Y, center=False),
+            "cka_no_square": numpy_cka(X, Y, square=False),
+            "cka_transposed": numpy_cka(np.asarray(X).T, np.asarray(Y).T) if np.shape(X)[1] == np.shape(Y)[1] else None,
+        }, tol=1e-6)
+    return known or "Compute in float64 (X.double()), center columns (dim=0), and follow the formula term by term."
 
 
 def check_cka(impl, X, Y, what: str) -> None:

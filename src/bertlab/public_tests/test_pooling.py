@@ -13,7 +13,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bertlab.checks import check_close, check_tensor, close_to, expect_value_error, property_settings
+from bertlab.checks import check_close, check_tensor, expect_value_error, name_mistake, property_settings
 
 pytestmark = pytest.mark.pooling
 
@@ -45,21 +45,17 @@ def make_batch(seed: int, B: int, T: int, D: int, dtype=torch.float32, p_real: f
 
 
 def diagnose(actual: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor) -> str:
-    """Name the usual mistake whose output equals ``actual``."""
+    """Name the usual mistake (bertlab/mistakes.py) whose output equals ``actual``."""
     h = hidden.to(torch.float64)
     m = (mask != 0).to(torch.float64).unsqueeze(-1)  # [B, T, 1]
     masked_sum = (h * m).sum(dim=1)
-    candidates = [
-        (h.mean(dim=1), "This is the mean over all T positions, padding included: weight each position by the mask."),
-        (masked_sum / hidden.shape[1], "Rows do not match the mean over unmasked positions: did you divide by the "
-                                       "padded length T instead of the number of real tokens?"),
-        (masked_sum, "This is the masked sum: divide it by the number of real tokens in each row."),
-        (h[:, 0], "This is the first ([CLS]) position of each row, not the mean of the real tokens."),
-    ]
-    for candidate, message in candidates:
-        if close_to(actual, candidate):
-            return message
-    return "Compare with the docstring: pooled[b] = sum_t mask[b, t] * hidden[b, t] / sum_t mask[b, t]."
+    known = name_mistake(actual, {
+        "pool_mask_ignored": h.mean(dim=1),
+        "pool_divide_by_length": masked_sum / hidden.shape[1],
+        "pool_sum": masked_sum,
+        "pool_cls": h[:, 0],
+    }, tol=1e-4)
+    return known or "Compare with the docstring: pooled[b] = sum_t mask[b, t] * hidden[b, t] / sum_t mask[b, t]."
 
 
 def check_pool(impl, hidden: torch.Tensor, mask: torch.Tensor, what: str, atol: float = 1e-5) -> torch.Tensor:
@@ -69,6 +65,7 @@ def check_pool(impl, hidden: torch.Tensor, mask: torch.Tensor, what: str, atol: 
         impl.pooling.masked_mean_pool(hidden, mask), [B, D], f"masked_mean_pool on {what}", dtype=hidden.dtype,
         shape_hint="One D-vector per sentence: average over the T axis (dim=1) only.",
         finite_hint="A row with no real token must give zeros: divide by the count clamped to at least 1.",
+        dtype_hint="Cast the result back to the input's dtype at the end (`.to(hidden_states.dtype)`).",
     )
     check_close(out, loop_mean(hidden, mask), f"masked_mean_pool on {what}", atol=atol, rtol=atol,
                 diagnose=lambda a: diagnose(a, hidden, mask))

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bertlab.checks import check_close, check_tensor, close_to, expect_value_error, property_settings
+from bertlab.checks import check_close, check_tensor, close, expect_value_error, name_mistake, property_settings
 
 pytestmark = pytest.mark.retrieval
 
@@ -117,7 +117,7 @@ def explain_index_mismatch(query: torch.Tensor, corpus: torch.Tensor, got: torch
                            expected_scores: torch.Tensor) -> str:
     """Why one row's indices differ from the brute force although its scores matched."""
     own_scores = cosine_matrix(query, corpus)[0, got.long()]
-    if not close_to(own_scores, expected_scores, tol=1e-5):
+    if not close(own_scores, expected_scores, tol=1e-5):
         return ("These indices do not have the scores returned beside them: are the indices of a later corpus "
                 "block offset by the block's start position, and does each query block score its own queries?")
     return ("Right scores, but tied rows in the wrong order or the wrong tied rows kept: equal scores must come in "
@@ -132,9 +132,10 @@ def check_exact(impl, queries, corpus, top_k: int, what: str) -> None:
     dot_products = torch.atleast_2d(queries).double() @ corpus.double().T
 
     def diagnose(actual):
-        if close_to(actual, torch.sort(dot_products, dim=1, descending=True).values[:, : actual.shape[1]]):
-            return "These are raw dot products: normalise queries and corpus rows (cosine similarity)."
-        return "Scores must be cosines of the best k corpus rows."
+        known = name_mistake(actual, {
+            "ret_not_normalised": torch.sort(dot_products, dim=1, descending=True).values[:, : actual.shape[1]],
+        }, tol=1e-4)
+        return known or "Scores must be cosines of the best k corpus rows."
 
     check_sorted(scores, what)
     check_close(scores, expected_scores, f"scores for {what}", atol=1e-5, diagnose=diagnose)

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from bertlab.datasets import LESSON_SIAMESE_PAIRS, LESSON_STS_PAIRS
 from bertlab.models import load_tokenizer, named_model
 
-from bertlab.checks import check_close, check_tensor, close_to
+from bertlab.checks import check_close, check_tensor, close, name_mistake
+from bertlab.mistakes import hint as mistake_hint
 
 pytestmark = pytest.mark.siamese
 
@@ -58,24 +59,17 @@ def oracle_encode(model, input_ids, attention_mask, encoder_sees_mask: bool = Tr
 
 
 def diagnose_encode(actual, model, input_ids, attention_mask) -> str:
+    """Name the usual mistake (bertlab/mistakes.py) whose encoding equals ``actual``."""
     with torch.no_grad():
         output = model(input_ids=input_ids, attention_mask=attention_mask)
-    candidates = [
-        (output.last_hidden_state[:, 0], "This is the [CLS] vector; Sentence-BERT mean-pools the real tokens instead."),
-        (output.last_hidden_state.mean(dim=1), "This averages the padding positions too: pass the attention mask "
-                                               "to masked_mean_pool."),
-    ]
-    unmasked_encoder = oracle_encode(model, input_ids, attention_mask, encoder_sees_mask=False)
-    candidates.append((unmasked_encoder, "Close, but the encoder did not get the attention mask, so real tokens "
-                                         "attended to [PAD]: call encoder(input_ids=..., attention_mask=...)."))
-    if getattr(output, "pooler_output", None) is not None:
-        candidates.append((output.pooler_output, "This is pooler_output (tanh of a dense layer over [CLS]); "
-                                                 "use masked_mean_pool(last_hidden_state, attention_mask)."))
-    for candidate, message in candidates:
-        if close_to(actual, candidate):
-            return message
-    return ("encode must be masked_mean_pool(encoder(input_ids=..., attention_mask=...).last_hidden_state, "
-            "attention_mask), using the model given to create_sbert.")
+    known = name_mistake(actual, {
+        "sbert_cls_encode": output.last_hidden_state[:, 0],
+        "sbert_unmasked_mean": output.last_hidden_state.mean(dim=1),
+        "sbert_no_encoder_mask": oracle_encode(model, input_ids, attention_mask, encoder_sees_mask=False),
+        "sbert_pooler_output": getattr(output, "pooler_output", None),
+    }, tol=1e-4)
+    return known or ("encode must be masked_mean_pool(encoder(input_ids=..., attention_mask=...).last_hidden_state, "
+                     "attention_mask), using the model given to create_sbert.")
 
 
 def forward(sbert, a, b) -> torch.Tensor:
@@ -109,12 +103,12 @@ def test_forward_is_the_cosine_of_the_two_encodings(impl, tokenizer, tiny_model)
     dot = (ea * eb).sum(dim=-1)
 
     def diagnose(actual):
-        if close_to(actual, dot):
-            return "These are dot products: divide by both norms (F.cosine_similarity)."
+        if close(actual, dot, tol=1e-4):
+            return mistake_hint("sbert_dot_product")
         with torch.no_grad():
             own = F.cosine_similarity(torch.as_tensor(sbert.encode(*a)).detach().double(),
                                       torch.as_tensor(sbert.encode(*b)).detach().double(), dim=-1)
-        if close_to(actual, own, tol=1e-5):
+        if close(actual, own, tol=1e-5):
             return ("forward is the cosine of your own encode, so the cosine part is right: fix encode first "
                     "(see test_encode_is_the_masked_mean_of_the_last_hidden_state).")
         return "forward(a, b)[i] must be the cosine of encode(a)[i] and encode(b)[i]."

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
+from bertlab.checks import (check_close, check_scalar, check_shape, check_tensor, expect_value_error, fail,
+                            generator, name_mistake, python_float, tensor_result)
+
 from . import reference_data as data
-from .checks import (check_close, check_scalar, check_shape, check_tensor, expect_value_error, fail,
-                     generator, python_float, tensor_result)
 
 pytestmark = pytest.mark.cka
 
@@ -54,20 +55,14 @@ def _cka_variant(X, Y, *, center: str = "columns", square: bool = True, normalis
 
 
 def diagnose_cka(value: float, X, Y) -> str:
-    """Name the classic mistake whose formula gives ``value`` on (X, Y), if any."""
-    known = {
-        "This is the CKA of the uncentered matrices: subtract each column's mean (X - X.mean(dim=0)) first.":
-            _cka_variant(X, Y, center="none"),
-        "This is what centering the ROWS gives: center each column (feature) over the examples, dim=0.":
-            _cka_variant(X, Y, center="rows"),
-        "The numerator is not squared: it is ||Yc^T Xc||_F ** 2.": _cka_variant(X, Y, square=False),
-        "The denominator is wrong: it is ||Xc^T Xc||_F * ||Yc^T Yc||_F (norms of the d x d products), "
-        "not the squared norms of Xc and Yc.": _cka_variant(X, Y, normaliser="data"),
-    }
-    for explanation, candidate in known.items():
-        if not math.isnan(value) and abs(value - candidate) <= 1e-6 * (1 + abs(candidate)):
-            return explanation
-    return "Check the formula in the docstring step by step: center columns, square the numerator, float64."
+    """Name the classic mistake (bertlab/mistakes.py) whose formula gives ``value`` on (X, Y), if any."""
+    known = "" if math.isnan(value) else name_mistake(value, {
+        "cka_no_centering": _cka_variant(X, Y, center="none"),
+        "cka_center_rows": _cka_variant(X, Y, center="rows"),
+        "cka_no_square": _cka_variant(X, Y, square=False),
+        "cka_wrong_normaliser": _cka_variant(X, Y, normaliser="data"),
+    }, tol=1e-6)
+    return known or "Check the formula in the docstring step by step: center columns, square the numerator, float64."
 
 
 def student_cka(impl, X, Y, what: str) -> float:

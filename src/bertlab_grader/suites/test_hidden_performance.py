@@ -14,9 +14,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bertlab.checks import close, fail, generator
 from bertlab_grader.performance import compare_speed, reference_call, student_call
-
-from .checks import close, fail, generator
 
 pytestmark = pytest.mark.performance
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bertlab.checks import (check_close, check_tensor, expect_value_error, fail, generator, name_mistake,
+                            tensor_result)
+
 from . import reference_data as data
-from .checks import (check_close, check_tensor, expect_value_error, fail, generator, name_mistake,
-                     tensor_result)
 
 pytestmark = pytest.mark.pooling
 
@@ -29,18 +30,15 @@ def make_batch(seed: int, B: int, T: int, D: int, lengths=None, dtype=torch.floa
 
 
 def diagnose_pool(actual: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor) -> str:
-    """Name the classic pooling mistakes whose output ``actual`` matches."""
+    """Name the classic pooling mistakes (bertlab/mistakes.py) whose output ``actual`` matches."""
     h = hidden.double()
     m = (mask != 0).double()[..., None]
     return name_mistake(actual, {
-        "This is the plain mean over all T positions: padding was averaged in. Multiply by the mask "
-        "before summing and divide by the number of real tokens.": h.mean(1),
-        "The padded positions were left out of the sum, but you divided by the padded length T: divide "
-        "by the number of real tokens, mask.sum(dim=1).": (h * m).sum(1) / hidden.shape[1],
-        "This is the hidden state at position 0 ([CLS]), not the mean over the real tokens.": h[:, 0],
-        "This is the masked SUM: divide it by the number of real tokens.": (h * m).sum(1),
-        "This is the mean with the mask inverted (the padding positions were averaged).":
-            (h * (1 - m)).sum(1) / (1 - m).sum(1).clamp(min=1),
+        "pool_mask_ignored": h.mean(1),
+        "pool_divide_by_length": (h * m).sum(1) / hidden.shape[1],
+        "pool_cls": h[:, 0],
+        "pool_sum": (h * m).sum(1),
+        "pool_inverted_mask": (h * (1 - m)).sum(1) / (1 - m).sum(1).clamp(min=1),
     }, tol=1e-3)
 
 

@@ -13,14 +13,15 @@ touch it.
 from __future__ import annotations
 
 import functools
-
 import zlib
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from .checks import check_close, check_tensor, expect_value_error, fail, generator, name_mistake, short, tensor_result
+from bertlab.checks import (check_close, check_tensor, expect_value_error, fail, generator, name_mistake, short,
+                            tensor_result)
+from bertlab.mistakes import hint as mistake_hint
 
 pytestmark = pytest.mark.retrieval
 
@@ -51,7 +52,7 @@ def _signed_patterns(seed: int, n: int, D: int, nonzero: int) -> torch.Tensor:
 
 
 def diagnose_search(scores: torch.Tensor, indices: torch.Tensor, queries, corpus, top_k) -> str:
-    """Name the classic mistakes: order, normalisation, ties."""
+    """Name the classic mistakes (bertlab/mistakes.py): order, normalisation, ties."""
     q = queries if queries.dim() == 2 else queries[None]
     k = min(top_k, corpus.shape[0])
     cosine = F.normalize(q.double(), dim=1) @ F.normalize(corpus.double(), dim=1).T
@@ -59,17 +60,15 @@ def diagnose_search(scores: torch.Tensor, indices: torch.Tensor, queries, corpus
     corpus_raw = F.normalize(q.double(), dim=1) @ corpus.double().T
     query_raw = q.double() @ F.normalize(corpus.double(), dim=1).T
     by_score = name_mistake(scores, {
-        "The rows are in ascending order: sort by descending score (largest first).": ascending,
-        "The scores are not cosines: the corpus vectors were not normalised (divide by their norms).":
-            torch.sort(corpus_raw, dim=1, descending=True).values[:, :k],
-        "The scores are not cosines: the query vectors were not normalised (divide by their norms).":
-            torch.sort(query_raw, dim=1, descending=True).values[:, :k],
+        "ret_ascending": ascending,
+        "ret_corpus_not_normalised": torch.sort(corpus_raw, dim=1, descending=True).values[:, :k],
+        "ret_query_not_normalised": torch.sort(query_raw, dim=1, descending=True).values[:, :k],
     }, tol=1e-4)
     if by_score:
         return by_score
     reversed_ties = torch.sort(cosine.flip(1), dim=1, descending=True, stable=True)
     if torch.equal(indices.long(), (corpus.shape[0] - 1 - reversed_ties.indices[:, :k])):
-        return "Tied scores are ordered by DESCENDING corpus index; equal scores must keep ascending index order."
+        return mistake_hint("ret_ties_descending")
     return ""
 
 

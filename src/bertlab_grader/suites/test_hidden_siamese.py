@@ -22,11 +22,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from bertlab.checks import (check_close, check_finite, check_shape, close, did_not_finish, fail, generator,
+                            name_mistake, tensor_result)
 from bertlab.datasets import LESSON_QUERY, LESSON_REVIEW_SNIPPETS, LESSON_SIAMESE_PAIRS, LESSON_STS_PAIRS
+from bertlab.mistakes import hint as mistake_hint
 from bertlab.sts import spearman
 
 from . import reference_data as data
-from .checks import check_close, check_finite, check_shape, close, fail, generator, is_harness_error, tensor_result
 
 pytestmark = pytest.mark.siamese
 
@@ -61,7 +63,7 @@ def wirings(impl, compose):
     try:
         found["your masked_mean_pool"] = compose(own_pool(impl))
     except Exception as exc:  # noqa: BLE001 - the pooling task reports its own failures
-        if type(exc).__name__ in ("SubmissionTimeout", "SubmissionCrashed"):
+        if did_not_finish(exc):
             raise
     return found
 
@@ -102,16 +104,13 @@ def test_encode_is_masked_mean_of_last_hidden_state(impl):
     unmasked = _hidden(model, ids, mask, with_mask=False).last_hidden_state
 
     def diagnose(a):
-        candidates = {
-            "encode returns the [CLS] vector (position 0); SBERT mean-pools the real tokens.": h[:, 0],
-            "encode returns pooler_output (a trained [CLS] head); SBERT mean-pools last_hidden_state.":
-                out.pooler_output,
-            "encode averages all positions, padding included: use masked_mean_pool with the mask.": h.mean(1),
-            "The encoder was called without attention_mask, so real tokens attended to the padding: pass "
-            "attention_mask=attention_mask to the encoder too.": _reference_pool(unmasked, mask),
-            "The encoder was called without attention_mask (and the mean included padding).": unmasked.mean(1),
-        }
-        return next((text for text, c in candidates.items() if close(a, c, WIRING_TOL)), "")
+        return name_mistake(a, {
+            "sbert_cls_encode": h[:, 0],
+            "sbert_pooler_output": out.pooler_output,
+            "sbert_unmasked_mean": h.mean(1),
+            "sbert_no_encoder_mask": _reference_pool(unmasked, mask),
+            "sbert_no_mask_anywhere": unmasked.mean(1),
+        }, tol=WIRING_TOL)
 
     candidates = wirings(impl, lambda pool: pool(h, mask))
     check_wiring(actual, candidates, f"encode(input_ids [{ids.shape[0]}, {ids.shape[1]}], attention_mask)", diagnose)
@@ -132,17 +131,12 @@ def test_forward_is_pairwise_cosine(impl):
 
     def diagnose(a):
         if tuple(a.shape) == (B, B):
-            return ("forward returned a [B, B] matrix of all pairs; SBERT scores sentence a[i] with "
-                    "sentence b[i] only: F.cosine_similarity(emb_a, emb_b, dim=-1) gives [B].")
-        candidates = {
-            "forward returns the dot product, not the cosine: normalise both embeddings (or use "
-            "F.cosine_similarity).": (e_a * e_b).sum(-1),
-            "forward returns 1 - cosine (a distance); it should return the cosine similarity.":
-                1 - F.cosine_similarity(e_a, e_b, dim=-1),
-            "The cosine was taken over the batch dimension: use dim=-1 (over the D features).":
-                F.cosine_similarity(e_a, e_b, dim=0),
-        }
-        return next((text for text, c in candidates.items() if close(a, c, WIRING_TOL)), "")
+            return mistake_hint("sbert_all_pairs")
+        return name_mistake(a, {
+            "sbert_dot_product": (e_a * e_b).sum(-1),
+            "sbert_cosine_distance": 1 - F.cosine_similarity(e_a, e_b, dim=-1),
+            "sbert_cosine_wrong_dim": F.cosine_similarity(e_a, e_b, dim=0),
+        }, tol=WIRING_TOL)
 
     candidates = wirings(impl, lambda pool: F.cosine_similarity(pool(h_a, mask_a), pool(h_b, mask_b), dim=-1))
     check_wiring(actual, candidates,
@@ -225,7 +219,7 @@ def _dan_cosines(impl, pairs, texts) -> list[float]:
             if tuple(result.shape) == expected_shape and bool(torch.isfinite(result.float()).all()):
                 return result.float()
         except Exception as exc:  # noqa: BLE001 - pooling mistakes belong to the pooling task
-            if type(exc).__name__ in ("SubmissionTimeout", "SubmissionCrashed"):
+            if did_not_finish(exc):
                 raise
         return _reference_pool(group.states, group.attention_mask)
 
@@ -255,7 +249,8 @@ def _judge_quality(scores, dan, pairs, where: str, reference_scores, diagnosis: 
 
 
 def _quality_diagnosis(cosines: torch.Tensor, states_a, states_b) -> str:
-    """Which classic siamese mistake these pair cosines come from (on unpadded MiniLM states)."""
+    """Which classic siamese mistake (bertlab/mistakes.py) these pair cosines come from (on unpadded
+    MiniLM states)."""
     model = data.minilm()
     ones_a = [torch.ones(s.shape[:2], dtype=torch.long) for s in states_a]
     ones_b = [torch.ones(s.shape[:2], dtype=torch.long) for s in states_b]
@@ -264,17 +259,13 @@ def _quality_diagnosis(cosines: torch.Tensor, states_a, states_b) -> str:
     with torch.no_grad():
         pool_a = [model.pooler(s)[0] for s in states_a]
         pool_b = [model.pooler(s)[0] for s in states_b]
-    candidates = {
-        "The scores are dot products, not cosines: normalise the two sentence vectors.":
-            torch.stack([(x * y).sum() for x, y in zip(mean_a, mean_b)]),
-        "The scores are cosines of the [CLS] vectors: SBERT mean-pools the real tokens.":
+    return name_mistake(cosines, {
+        "sbert_dot_product": torch.stack([(x * y).sum() for x, y in zip(mean_a, mean_b)]),
+        "sbert_cls_encode":
             torch.stack([F.cosine_similarity(s[0, 0], t[0, 0], dim=0) for s, t in zip(states_a, states_b)]),
-        "The scores are cosines of pooler_output: SBERT mean-pools last_hidden_state.":
-            torch.stack([F.cosine_similarity(x, y, dim=0) for x, y in zip(pool_a, pool_b)]),
-        "The scores are 1 - cosine (a distance), not the cosine similarity.":
-            torch.stack([1 - F.cosine_similarity(x, y, dim=0) for x, y in zip(mean_a, mean_b)]),
-    }
-    return next((text for text, c in candidates.items() if close(cosines, c, WIRING_TOL)), "")
+        "sbert_pooler_output": torch.stack([F.cosine_similarity(x, y, dim=0) for x, y in zip(pool_a, pool_b)]),
+        "sbert_cosine_distance": torch.stack([1 - F.cosine_similarity(x, y, dim=0) for x, y in zip(mean_a, mean_b)]),
+    }, tol=WIRING_TOL)
 
 
 @pytest.mark.points(4)
@@ -295,7 +286,7 @@ def test_sbert_beats_dan_on_lesson_pairs(impl):
         pool = own_pool(impl)
         own = F.cosine_similarity(pool(h_a, m_a), pool(h_b, m_b), dim=-1)
     except Exception as exc:  # noqa: BLE001
-        if is_harness_error(exc) and not isinstance(exc, NotImplementedError):
+        if did_not_finish(exc):
             raise
         own = None
     if pooling_owns_the_difference([actual], None if own is None else [own], [reference_scores]):
@@ -333,7 +324,7 @@ def test_sbert_beats_dan_on_sts_sample(impl):
             try:
                 own_rows.append(pool(group.states, group.attention_mask))
             except Exception as exc:  # noqa: BLE001
-                if is_harness_error(exc) and not isinstance(exc, NotImplementedError):
+                if did_not_finish(exc):
                     raise
                 own_rows = None
     if pooling_owns_the_difference(actual, own_rows, ref_rows):
