@@ -152,7 +152,10 @@ def error_message(exc: BaseException, when: str) -> str:
         return _cap(f"This test could not be set up ({type(exc).__name__}: {exc}).")
     name = getattr(exc, "type_name", None) or type(exc).__name__
     if isinstance(exc, NotImplementedError):
-        return _cap(f"Not implemented yet: {exc}")
+        # A stub's NotImplementedYet arrives from the sandbox as a NotImplementedError whose message
+        # the remote side prefixed with the original type name: the student needs only the message.
+        text = str(exc)
+        return _cap(f"Not implemented yet: {text.removeprefix(f'{name}: ') if name != 'NotImplementedError' else text}")
     return _cap(f"Your code raised {name}: {exc}")
 
 
