@@ -7,7 +7,8 @@ functions with a different, correct implementation. Every swap must match exactl
 in bertlab_grader/reference/ that breaks a recipe fails loudly when the bank is loaded (tests/test_audit.py
 loads every entry).
 
-To add a mutant: add a ``Mutant(...)`` below (name, task, file, description, hint, swaps), then run
+To add a mutant: add its mistake (id = the mutant's name, with the hint a student gets) to the table
+in bertlab/mistakes.py, add a ``Mutant(...)`` below (name, task, file, description, swaps), then run
 ``bertlab audit --only <name>`` (see docs/hidden-suites.md).
 """
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from bertlab.mistakes import mistake
 
 from . import EXERCISE_FILES
 
@@ -28,8 +31,13 @@ class Mutant:
     task: str
     file: str
     description: str
-    hint: str
     swaps: tuple[tuple[str, str], ...]
+
+    @property
+    def hint(self) -> str:
+        """What bertlab_grader/hints.py tells a student whose code behaves like this mutant: the
+        record of the table of known mistakes (bertlab/mistakes.py) with the mutant's name."""
+        return mistake(self.name).hint
 
 
 @dataclass(frozen=True)
@@ -50,146 +58,102 @@ MUTANTS = (
     # ---------------------------------------------------------------- cka
     Mutant("cka_no_centering", "cka", "cka.py",
            "the columns are never centered (uncentered CKA)",
-           "Your CKA matches the formula WITHOUT centering: did you subtract each column's mean "
-           "(X - X.mean(dim=0)) from X and Y before the products?",
            (("    return M - M.mean(dim=0, keepdim=True)", "    return M"),)),
     Mutant("cka_center_rows", "cka", "cka.py",
            "centers each row (example) instead of each column (feature)",
-           "Your CKA matches centering the ROWS: center each column (feature) over the examples, "
-           "i.e. X - X.mean(dim=0, keepdim=True).",
            (("    return M - M.mean(dim=0, keepdim=True)", "    return M - M.mean(dim=1, keepdim=True)"),)),
     Mutant("cka_no_square", "cka", "cka.py",
            "the numerator ||Yc^T Xc||_F is not squared",
-           "Your CKA matches the formula with an unsquared numerator: it is ||Yc^T Xc||_F ** 2 over "
-           "||Xc^T Xc||_F * ||Yc^T Yc||_F.",
            (("cross, self_x, self_y = (Kx * Ky).sum(), torch.linalg.norm(Kx), torch.linalg.norm(Ky)",
              "cross, self_x, self_y = (Kx * Ky).sum().sqrt(), torch.linalg.norm(Kx), torch.linalg.norm(Ky)"),
             ("        cross = torch.linalg.norm(Yc.T @ Xc) ** 2", "        cross = torch.linalg.norm(Yc.T @ Xc)"))),
     Mutant("cka_wrong_normaliser", "cka", "cka.py",
            "divides by ||Xc||_F^2 ||Yc||_F^2 instead of ||Xc^T Xc||_F ||Yc^T Yc||_F",
-           "Your CKA's denominator looks like ||Xc||_F^2 * ||Yc||_F^2: it should be the norms of the "
-           "d x d products, ||Xc^T Xc||_F * ||Yc^T Yc||_F.",
            (("cross, self_x, self_y = (Kx * Ky).sum(), torch.linalg.norm(Kx), torch.linalg.norm(Ky)",
              "cross, self_x, self_y = (Kx * Ky).sum(), Kx.trace(), Ky.trace()"),
             ("        self_x, self_y = torch.linalg.norm(Xc.T @ Xc), torch.linalg.norm(Yc.T @ Yc)",
              "        self_x, self_y = torch.linalg.norm(Xc) ** 2, torch.linalg.norm(Yc) ** 2"))),
     Mutant("cka_no_float64", "cka", "cka.py",
            "computes in the input dtype instead of float64",
-           "Your CKA loses precision on half-precision or large-offset inputs: convert X and Y to "
-           "float64 (X.to(torch.float64)) before centering.",
            (("    M = M.detach().to(torch.float64)\n", "    M = M.detach()\n"),)),
     Mutant("cka_returns_tensor", "cka", "cka.py",
            "linear_cka returns a 0-d tensor instead of a Python float",
-           "Your linear_cka returns a tensor: convert the result with .item() (or float(...)) so "
-           "callers get a Python float.",
            (("    cka = (cross / (self_x * self_y)).item()", "    cka = cross / (self_x * self_y)"),
             ("    return min(max(cka, 0.0), 1.0)", "    return cka.clamp(0.0, 1.0)"))),
     Mutant("cka_no_row_check", "cka", "cka.py",
            "X and Y with different n fail inside matmul (RuntimeError) instead of a ValueError",
-           "Your linear_cka does not check that X and Y have the same number of rows: raise a "
-           "ValueError that says so before any matrix product.",
            (("    if Xc.shape[0] != Yc.shape[0]:\n        raise ValueError(",
              "    if False:\n        raise ValueError("),)),
     Mutant("cka_numpy_unsupported", "cka", "cka.py",
            "NumPy inputs crash (the code calls tensor methods on an ndarray)",
-           "Your CKA fails on NumPy arrays: convert inputs first with torch.as_tensor(X).",
            (("    M = torch.as_tensor(M)\n    if M.dim() != 2:", "    if M.dim() != 2:"),)),
     Mutant("cka_no_constant_check", "cka", "cka.py",
            "no zero-variance check: constant inputs give 0 (or round-off) instead of nan",
-           "Your CKA returns a number (about 0) for a representation whose rows are all equal: CKA is "
-           "undefined there (0/0), and the docstring says nan. Detect it (the centered norm is tiny "
-           "next to the raw norm) and return float('nan').",
            (("    if _is_constant(Xc, X) or _is_constant(Yc, Y):\n        return float(\"nan\")\n", ""),)),
     Mutant("cka_matrix_upper_only", "cka", "cka.py",
            "cka_matrix fills only the upper triangle",
-           "Your cka_matrix is not symmetric: fill M[j, i] as well as M[i, j].",
            (("    result = (result + result.T) / 2  # exactly symmetric despite round-off",
              "    result = torch.triu(result)"),)),
     Mutant("cka_matrix_float32", "cka", "cka.py",
            "cka_matrix returns float32 (e.g. built with torch.zeros(L, L))",
-           "Your cka_matrix returns float32: create it with dtype=torch.float64 to keep the float64 values.",
            (("    result[:, undefined] = float(\"nan\")\n    return result",
              "    result[:, undefined] = float(\"nan\")\n    return result.float()"),)),
     Mutant("cka_in_place_centering", "cka", "cka.py",
            "centers the caller's float64 input in place (X -= X.mean(0))",
-           "Your CKA changes its inputs: `X -= X.mean(0)` on a float64 tensor (or an array seen through "
-           "torch.as_tensor) writes into the caller's data. Center a copy.",
            (("    M = M.detach().to(torch.float64)\n    return M - M.mean(dim=0, keepdim=True)",
              "    M = M.detach().to(torch.float64)\n    M -= M.mean(dim=0, keepdim=True)\n    return M"),)),
     Mutant("cka_matrix_empty", "cka", "cka.py",
            "cka_matrix([]) fails with IndexError instead of ValueError",
-           "Your cka_matrix crashes on an empty list: raise a ValueError that says there is nothing "
-           "to compare.",
            (("    if len(reps) == 0:\n        raise ValueError(", "    if False:\n        raise ValueError("),)),
 
     # ---------------------------------------------------------------- pooling
     Mutant("pool_divide_by_length", "pooling", "pooling.py",
            "divides the masked sum by the padded length T",
-           "Your pooling divides by the padded length T: divide by the number of real tokens, "
-           "attention_mask.sum(dim=1).",
            (("    counts = weights.sum(dim=1, keepdim=True).clamp(min=1.0)",
              "    counts = torch.full_like(weights[:, :1], weights.shape[1])"),)),
     Mutant("pool_mask_ignored", "pooling", "pooling.py",
            "ignores the mask: plain mean over all T positions",
-           "Your pooling averages every position, padding included: weight each position by the mask.",
            (("    weights = (attention_mask != 0).to(compute_dtype)",
              "    weights = torch.ones(attention_mask.shape, dtype=compute_dtype)"),)),
     Mutant("pool_cls", "pooling", "pooling.py",
            "returns the first ([CLS]) position instead of the mean",
-           "Your pooling returns the vector at position 0 ([CLS]): average the real tokens instead.",
            (("    return (summed / counts).to(hidden_states.dtype)", "    return hidden_states[:, 0].clone()"),)),
     Mutant("pool_nan_all_padding", "pooling", "pooling.py",
            "an all-padding row gives 0/0 = NaN",
-           "Your pooling gives NaN for a row with no real token: clamp the token count at 1 (or 1e-9) "
-           "before dividing.",
            (("    counts = weights.sum(dim=1, keepdim=True).clamp(min=1.0)", "    counts = weights.sum(dim=1, keepdim=True)"),)),
     Mutant("pool_float32_out", "pooling", "pooling.py",
            "half-precision input comes back as float32 (no cast back)",
-           "Your pooling returns float32 for float16/bfloat16 input: cast the result back with "
-           ".to(hidden_states.dtype).",
            (("    return (summed / counts).to(hidden_states.dtype)", "    return summed / counts"),)),
     Mutant("pool_in_place", "pooling", "pooling.py",
            "zeroes the padding of the caller's hidden_states in place (mul_)",
-           "Your pooling changes its input: an in-place op (mul_, masked_fill_, *=) on hidden_states "
-           "overwrites the caller's tensor. Build new tensors.",
            (("    summed = torch.bmm(weights.unsqueeze(1), hidden_states.to(compute_dtype)).squeeze(1)  # [B, D]",
              "    hidden_states.mul_(weights.unsqueeze(-1).to(hidden_states.dtype))  # zero the padding\n"
              "    summed = hidden_states.to(compute_dtype).sum(dim=1)"),)),
     Mutant("pool_bool_mask_crash", "pooling", "pooling.py",
            "uses 1 - mask, which fails for a bool mask",
-           "Your pooling fails on a bool mask (1 - mask is not defined for bool): convert the mask to "
-           "the compute dtype first, or test mask != 0.",
            (("    weights = (attention_mask != 0).to(compute_dtype)",
              "    weights = 1 - (1 - attention_mask).to(compute_dtype)"),)),
     Mutant("pool_keepdim", "pooling", "pooling.py",
            "returns [B, 1, D] (sum with keepdim=True)",
-           "Your pooling returns [B, 1, D]: reduce the token dimension away (no keepdim), giving [B, D].",
            (("    summed = torch.bmm(weights.unsqueeze(1), hidden_states.to(compute_dtype)).squeeze(1)  # [B, D]\n"
              "    counts = weights.sum(dim=1, keepdim=True).clamp(min=1.0)",
              "    summed = (hidden_states.to(compute_dtype) * weights.unsqueeze(-1)).sum(dim=1, keepdim=True)\n"
              "    counts = weights.sum(dim=1, keepdim=True).clamp(min=1.0).unsqueeze(-1)"),)),
     Mutant("pool_no_validation", "pooling", "pooling.py",
            "no shape checks: mismatched inputs fail inside torch (RuntimeError), not with a ValueError",
-           "Your pooling does not check its inputs: raise a ValueError when hidden_states is not "
-           "[B, T, D] or the mask is not [B, T] with the same B and T.",
            (("    if hidden_states.dim() != 3:\n", "    if False:\n"),
             ("    if attention_mask.dim() != 2 or attention_mask.shape != hidden_states.shape[:2]:\n",
              "    if False:\n"))),
     Mutant("pool_sum", "pooling", "pooling.py",
            "returns the masked sum, never divides",
-           "Your pooling returns the masked SUM: divide by the number of real tokens.",
            (("    return (summed / counts).to(hidden_states.dtype)", "    return summed.to(hidden_states.dtype)"),)),
 
     # ---------------------------------------------------------------- siamese
     Mutant("sbert_dot_product", "siamese", "siamese.py",
            "forward returns the dot product instead of the cosine",
-           "Your forward returns dot products: SBERT scores a pair by the COSINE of the two "
-           "embeddings (normalise both, or use F.cosine_similarity over the feature dimension).",
            (("        return F.cosine_similarity(emb_a, emb_b, dim=-1)", "        return (emb_a * emb_b).sum(dim=-1)"),)),
     Mutant("sbert_not_shared", "siamese", "siamese.py",
            "side b runs a deep copy of the encoder (weights not shared)",
-           "Your SiameseBert has two encoders: side b uses a copy, so training one side leaves the "
-           "other behind. Keep one encoder and call it for both sentences.",
            (("import torch\n", "import copy\n\nimport torch\n"),
             ("        self.encoder = encoder  # one module, used for both sides: the weights are shared",
              "        self.encoder = encoder\n        self.encoder_b = copy.deepcopy(encoder)  # a tower for side b"),
@@ -198,76 +162,59 @@ MUTANTS = (
              "        emb_b = masked_mean_pool(output_b.last_hidden_state, attention_mask_b)"))),
     Mutant("sbert_cls_encode", "siamese", "siamese.py",
            "encode returns the [CLS] vector instead of the masked mean",
-           "Your encode returns the [CLS] vector: SBERT mean-pools the real tokens of last_hidden_state "
-           "with masked_mean_pool.",
            (("        return masked_mean_pool(output.last_hidden_state, attention_mask)",
              "        return output.last_hidden_state[:, 0]"),)),
     Mutant("sbert_pooler_output", "siamese", "siamese.py",
            "encode returns pooler_output",
-           "Your encode returns pooler_output (BERT's [CLS] head): SBERT mean-pools last_hidden_state.",
            (("        return masked_mean_pool(output.last_hidden_state, attention_mask)",
              "        return output.pooler_output"),)),
     Mutant("sbert_all_pairs", "siamese", "siamese.py",
            "forward returns the [B, B] matrix of all pairs",
-           "Your forward returns a [B, B] matrix: SBERT scores a[i] with b[i] only, giving [B].",
            (("        return F.cosine_similarity(emb_a, emb_b, dim=-1)",
              "        return F.normalize(emb_a, dim=-1) @ F.normalize(emb_b, dim=-1).T"),)),
     Mutant("sbert_unmasked_mean", "siamese", "siamese.py",
            "encode averages all positions (its own mean, padding included)",
-           "Your encode averages the padding too: use masked_mean_pool(last_hidden_state, attention_mask).",
            (("        return masked_mean_pool(output.last_hidden_state, attention_mask)",
              "        return output.last_hidden_state.mean(dim=1)"),)),
     Mutant("sbert_no_encoder_mask", "siamese", "siamese.py",
            "calls the encoder without attention_mask (real tokens attend to padding)",
-           "Your encode calls the encoder without attention_mask, so real tokens attend to [PAD]: pass "
-           "attention_mask=attention_mask to the encoder as well as to the pooling.",
            (("        output = self.encoder(input_ids=input_ids, attention_mask=attention_mask)",
              "        output = self.encoder(input_ids=input_ids)"),)),
     Mutant("sbert_cosine_distance", "siamese", "siamese.py",
            "forward returns 1 - cosine (a distance)",
-           "Your forward returns 1 - cosine (a distance): return the cosine similarity itself.",
            (("        return F.cosine_similarity(emb_a, emb_b, dim=-1)",
              "        return 1 - F.cosine_similarity(emb_a, emb_b, dim=-1)"),)),
     Mutant("sbert_cosine_wrong_dim", "siamese", "siamese.py",
            "takes the cosine over the batch dimension (dim=0)",
-           "Your forward takes the cosine over the batch dimension: use dim=-1 (over the D features).",
            (("        return F.cosine_similarity(emb_a, emb_b, dim=-1)",
              "        return F.cosine_similarity(emb_a, emb_b, dim=0)"),)),
 
     # ---------------------------------------------------------------- retrieval
     Mutant("ret_ascending", "retrieval", "retrieval.py",
            "sorts the hits by ascending score",
-           "Your search returns the hits in ascending order: sort by descending score (best first).",
            (("            order = torch.sort(merged, dim=1, descending=True, stable=True).indices[:, :k]",
              "            order = torch.sort(merged, dim=1, descending=False, stable=True).indices[:, :k]"),)),
     Mutant("ret_off_by_one", "retrieval", "retrieval.py",
            "returns top_k - 1 hits",
-           "Your search returns one hit too few: k = min(top_k, N).",
            (("    k = min(top_k, n_corpus)\n", "    k = min(top_k - 1, n_corpus)\n"),)),
     Mutant("ret_corpus_not_normalised", "retrieval", "retrieval.py",
            "scores by the dot product with the raw corpus vectors",
-           "Your scores are not cosines: normalise the corpus vectors too (divide by their norms).",
            (("            scores = (queries[q0 : q0 + query_block] @ block.T).mul_(inverse_norms)",
              "            scores = queries[q0 : q0 + query_block] @ block.T"),)),
     Mutant("ret_query_not_normalised", "retrieval", "retrieval.py",
            "the queries are not normalised",
-           "Your scores are not cosines: normalise the query vectors too.",
            (("    queries = F.normalize(queries.to(dtype), dim=1)", "    queries = queries.to(dtype)"),)),
     Mutant("ret_ties_descending", "retrieval", "retrieval.py",
            "equal scores come out by descending corpus index",
-           "Your search orders tied scores by DESCENDING corpus index: equal scores must keep ascending "
-           "index order (a stable sort, or torch.topk followed by a stable re-sort).",
            (("    corpus = torch.as_tensor(corpus_embeddings)\n", "    corpus = torch.as_tensor(corpus_embeddings).flip(0)\n"),
             ("        best_scores, best_indices = torch.cat(merged_scores), torch.cat(merged_indices)\n    return best_scores, best_indices",
              "        best_scores, best_indices = torch.cat(merged_scores), torch.cat(merged_indices)\n    return best_scores, n_corpus - 1 - best_indices"))),
     Mutant("ret_top_k_over_n_crash", "retrieval", "retrieval.py",
            "top_k larger than the corpus crashes torch.topk",
-           "Your search fails when top_k is larger than the corpus: use k = min(top_k, N).",
            (("    k = min(top_k, n_corpus)\n", "    k = top_k\n"),
             ("    width = min(k + 1, scores.shape[1])", "    width = k + 1"))),
     Mutant("ret_1d_query_shape", "retrieval", "retrieval.py",
            "a 1-D query returns [k] tensors instead of [1, k]",
-           "Your search returns [k] for a single 1-D query: treat it as Q = 1 and return [1, k].",
            (("    if queries.dim() == 1:\n        queries = queries.unsqueeze(0)\n",
              "    single = queries.dim() == 1\n    if single:\n        queries = queries.unsqueeze(0)\n"),
             ("        best_scores, best_indices = torch.cat(merged_scores), torch.cat(merged_indices)\n    return best_scores, best_indices",
@@ -275,13 +222,10 @@ MUTANTS = (
              "    return (best_scores[0], best_indices[0]) if single else (best_scores, best_indices)"))),
     Mutant("ret_index_reencodes", "retrieval", "retrieval.py",
            "SemanticIndex.add re-encodes the whole index every time",
-           "Your SemanticIndex encodes texts again on every add(): encode only the new texts and keep "
-           "the stored embeddings.",
            (("        self._texts.extend(texts)\n        self._blocks.append(embeddings)",
              "        self._texts.extend(texts)\n        self._blocks = [torch.as_tensor(self._encode(self._texts)).detach()]"),)),
     Mutant("ret_index_ids_restart", "retrieval", "retrieval.py",
            "corpus ids restart at 0 with every add() call",
-           "Your corpus ids restart at 0 after each add(): ids must continue from len(index).",
            (("        self._texts.extend(texts)\n        self._blocks.append(embeddings)",
              "        self._texts.extend(texts)\n        self._blocks.append(embeddings)\n"
              "        self._ids = getattr(self, '_ids', []) + list(range(len(texts)))"),
@@ -289,26 +233,19 @@ MUTANTS = (
              "            [Hit(self._ids[int(i)], float(s), self._texts[int(i)]) for s, i in zip(row_scores, row_indices)]"))),
     Mutant("ret_block_offset", "retrieval", "retrieval.py",
            "blocks of 1000 corpus rows, block-local indices never shifted by the block start",
-           "Your search loses the corpus position in later blocks: add the block's start to the "
-           "indices found inside it.",
            (("    corpus_block = _balanced(n_corpus, max(k, MAX_BLOCK_SCORES // max(n_queries, 1), 4096))",
              "    corpus_block = max(k, 1000)"),
             ("            indices = torch.cat([best_indices[kept], block_indices + c0], dim=1)",
              "            indices = torch.cat([best_indices[kept], block_indices], dim=1)"))),
     Mutant("ret_top_k_zero_accepted", "retrieval", "retrieval.py",
            "top_k < 1 is not rejected",
-           "Your search accepts top_k = 0 or negative: raise a ValueError for top_k < 1.",
            (("    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:\n",
              "    if isinstance(top_k, bool) or not isinstance(top_k, int):\n"),)),
     Mutant("ret_dim_mismatch_runtime", "retrieval", "retrieval.py",
            "different embedding sizes fail in matmul (RuntimeError), not with a ValueError",
-           "Your search does not check that queries and corpus have the same D: raise a ValueError "
-           "that says so.",
            (("    if queries.shape[1] != corpus.shape[1]:\n", "    if False:\n"),)),
     Mutant("ret_single_query_flat", "retrieval", "retrieval.py",
            "search('one string') returns a flat list of hits",
-           "Your SemanticIndex.search returns a flat list for a single query string: always return one "
-           "list of hits per query, [[hit, ...]].",
            (("        queries = [queries] if isinstance(queries, str) else list(queries)\n        if not queries:\n            return []",
              "        flat = isinstance(queries, str)\n        queries = [queries] if flat else list(queries)\n"
              "        if not queries:\n            return []"),
@@ -318,8 +255,6 @@ MUTANTS = (
              "            for row_scores, row_indices in zip(scores.tolist(), indices.tolist())\n        ])"))),
     Mutant("ret_normalise_in_place", "retrieval", "retrieval.py",
            "normalises the caller's query tensor in place",
-           "Your search changes its inputs: an in-place division (/=) normalises the caller's "
-           "embeddings. Use F.normalize, which returns a new tensor.",
            (("    queries = F.normalize(queries.to(dtype), dim=1)",
              "    queries = queries.to(dtype)\n    queries /= torch.linalg.vector_norm(queries, dim=1, keepdim=True).clamp(min=1e-12)"),)),
 )
