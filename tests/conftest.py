@@ -39,3 +39,38 @@ def pytest_sessionfinish(session, exitstatus):
             reporter.write_line("results.json files that do not match results.schema.json:\n  " + "\n  ".join(bad),
                                 red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# ---------------------------------------------------------------------------------------------
+# The kit as pip installs it (tests/venvs.py): shared by test_packaging.py and test_demo.py
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def machine_deps(tmp_path_factory):
+    """This machine's third-party packages, bertlab left out, for fresh virtualenvs to see."""
+    from venvs import machine_deps
+
+    return machine_deps(tmp_path_factory.mktemp("deps"))
+
+
+@pytest.fixture(scope="session")
+def installed_kit(tmp_path_factory, machine_deps):
+    """(venv bin/, wheel): the kit's wheel, built from this checkout, installed non-editable."""
+    from venvs import install_kit
+
+    return install_kit(tmp_path_factory.mktemp("kit"), machine_deps)
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory, installed_kit):
+    """`bertlab demo --keep COURSE` of the installed wheel, run from an empty folder: the main job."""
+    from venvs import run
+
+    venv_bin, _ = installed_kit
+    base = tmp_path_factory.mktemp("demo")
+    empty, course = base / "empty", base / "course"
+    empty.mkdir()
+    proc = run([venv_bin / "bertlab", "demo", "--keep", course], cwd=empty, timeout=1500)
+    results = {p.parent.parent.name: json.loads(p.read_text())
+               for p in course.glob("autograded/*/week7/results.json")}
+    return {"proc": proc, "course": course, "results": results, "cwd": empty, "venv_bin": venv_bin}

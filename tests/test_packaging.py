@@ -16,77 +16,22 @@ third-party packages through a folder of symlinks (``deps/site-packages``) that 
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
-import subprocess
-import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 
-KIT_ROOT = Path(__file__).resolve().parents[1]
-SOURCE_FILES = ("pyproject.toml", "README.md", "src", "docs")  # what building the kit's wheel reads
-OWN = re.compile(r"^(bertlab|bertlab_grader|bertlab_student|__editable__\.bertlab|__editable___bertlab)", re.I)
+from venvs import KIT_ROOT, build_wheel, make_venv, ok, pip_install, run
 
 pytestmark = pytest.mark.slow
 
 
-def _run(cmd, cwd: Path, timeout: int = 900, **env) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", NO_COLOR="1", PIP_NO_INDEX="1",
-                   PIP_DISABLE_PIP_VERSION_CHECK="1", **env)
-    return subprocess.run([str(c) for c in cmd], cwd=cwd, env=environ, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def _ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert done.returncode == 0, f"{' '.join(done.args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done
-
-
-def build_wheel(source: Path, out: Path) -> Path:
-    """``pip wheel`` of the project at ``source`` (no dependencies, no download) into ``out``."""
-    _ok(_run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", out, source],
-             cwd=out.parent))
-    wheel, = out.glob("*.whl")
-    return wheel
-
-
-@pytest.fixture(scope="module")
-def deps(tmp_path_factory) -> Path:
-    """A site-packages of symlinks to this machine's third-party packages, bertlab left out."""
-    shelf = tmp_path_factory.mktemp("deps") / "site-packages"  # the name: the sandbox shows site dirs
-    shelf.mkdir()
-    site_dir = Path(sysconfig.get_paths()["purelib"])
-    for entry in site_dir.iterdir():
-        if not OWN.match(entry.name) and entry.suffix != ".pth":
-            (shelf / entry.name).symlink_to(entry)
-    return shelf
-
-
-def make_venv(where: Path, deps: Path) -> Path:
-    """A fresh virtualenv at ``where`` whose interpreter also sees ``deps``; returns its bin/ folder."""
-    _ok(_run([sys.executable, "-m", "venv", "--without-pip", where], cwd=where.parent))
-    purelib = _ok(_run([where / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                       cwd=where.parent)).stdout.strip()
-    (Path(purelib) / "_machine_deps.pth").write_text(f"{deps}\n")
-    return where / "bin"
-
-
-def pip_install(venv_bin: Path, wheel: Path) -> None:
-    # This interpreter's pip, aimed at the venv: the venv has none of its own (--without-pip).
-    _ok(_run([sys.executable, "-m", "pip", "--python", venv_bin / "python", "install", "--no-deps", wheel],
-             cwd=wheel.parent))
-
-
 def installed_names(venv_bin: Path) -> set[str]:
-    purelib = _ok(_run([venv_bin / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                       cwd=venv_bin)).stdout.strip()
-    return {p.name for p in Path(purelib).iterdir() if p.name != "_machine_deps.pth" and p.name != "__pycache__"}
+    purelib = ok(run([venv_bin / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                     cwd=venv_bin)).stdout.strip()
+    return {p.name for p in Path(purelib).iterdir() if p.name not in ("_machine_deps.pth", "__pycache__")}
 
 
 def requirement_names(lines) -> set[str]:
@@ -103,37 +48,18 @@ def wheel_requires(wheel: Path) -> set[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The kit's wheel
+# The kit's wheel (the installed_kit and demo fixtures are in tests/conftest.py)
 # ---------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def kit_venv(tmp_path_factory, deps) -> tuple[Path, Path]:
-    """(venv bin/, wheel): the kit built from a copy of its source files, installed non-editable."""
-    base = tmp_path_factory.mktemp("kit")
-    source = base / "source"
-    source.mkdir()
-    for name in SOURCE_FILES:  # a copy: building in place would leave build/ and egg-info in the checkout
-        path = KIT_ROOT / name
-        if path.is_dir():
-            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(path, source / name)
-    (base / "wheels").mkdir()
-    wheel = build_wheel(source, base / "wheels")
-    venv_bin = make_venv(base / "venv", deps)
-    pip_install(venv_bin, wheel)
-    return venv_bin, wheel
-
-
-def test_the_wheel_installs_only_the_two_packages(kit_venv):
-    venv_bin, wheel = kit_venv
+def test_the_wheel_installs_only_the_two_packages(installed_kit):
+    venv_bin, wheel = installed_kit
     names = installed_names(venv_bin)
     packages = {n for n in names if not n.endswith(".dist-info")}
     assert packages == {"bertlab", "bertlab_grader"}, names
-    generic = _run([venv_bin / "python", "-c", "import importlib.util as u; "
+    generic = run([venv_bin / "python", "-c", "import importlib.util as u; "
                     "print([n for n in ('solutions', 'exercises', 'grader', 'tests') if u.find_spec(n)])"],
                    cwd=wheel.parent)
-    assert _ok(generic).stdout.strip() == "[]"
+    assert ok(generic).stdout.strip() == "[]"
     # What grading needs ships inside the package: the reference, the hidden suites, their pytest.ini,
     # the schema, the demo cohort, the student pages for release.
     with zipfile.ZipFile(wheel) as archive:
@@ -148,27 +74,20 @@ def test_the_wheel_installs_only_the_two_packages(kit_venv):
                                      | requirement_names((KIT_ROOT / "src/bertlab_grader/requirements.txt").read_text().splitlines()))
 
 
-def test_the_installed_wheel_grades_from_an_empty_directory(kit_venv, tmp_path):
-    venv_bin, _ = kit_venv
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    course = tmp_path / "course"
-    demo = _run([venv_bin / "bertlab", "demo", "--keep", course, "--workers", "1"], cwd=empty, timeout=1500)
-    _ok(demo)
-    assert list(empty.iterdir()) == [], "the demo wrote into the working directory"
-    results = json.loads((course / "autograded" / "alice" / "week7" / "results.json").read_text())
-    assert results["score"] == results["max_score"] > 0, demo.stdout[-2000:]
-    assert results["sandboxed"] is True
+def test_the_installed_wheel_grades_from_an_empty_directory(demo):
+    done = ok(demo["proc"])
+    assert list(demo["cwd"].iterdir()) == [], "the demo wrote into the working directory"
+    alice = demo["results"]["alice"]
+    assert alice["score"] == alice["max_score"] > 0 and alice["sandboxed"] is True, done.stdout[-2000:]
     # `bertlab grade` on that course, started from somewhere else: everything is already graded.
-    again = _run([venv_bin / "bertlab", "grade", course, "--workers", "1"], cwd=empty, timeout=900)
-    _ok(again)
+    again = ok(run([demo["venv_bin"] / "bertlab", "grade", demo["course"], "--workers", "1"], cwd=demo["cwd"]))
     assert "unchanged" in again.stdout, again.stdout[-2000:]
 
 
-def test_the_installed_wheel_releases_a_complete_bundle(kit_venv, tmp_path):
-    venv_bin, _ = kit_venv
+def test_the_installed_wheel_releases_a_complete_bundle(installed_kit, tmp_path):
+    venv_bin, _ = installed_kit
     out = tmp_path / "week7-student"
-    _ok(_run([venv_bin / "bertlab", "release", out], cwd=tmp_path))
+    ok(run([venv_bin / "bertlab", "release", out], cwd=tmp_path))
     for needed in ("exercises/cka.py", "exercises/Week_7_encoder.ipynb", "docs/student-guide.md",
                    "docs/concepts/1-cka.md", "src/bertlab/public_tests/test_cka.py", "pyproject.toml"):
         assert (out / needed).is_file(), needed
@@ -180,7 +99,7 @@ def test_the_installed_wheel_releases_a_complete_bundle(kit_venv, tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def bundle_install(tmp_path_factory, deps) -> tuple[Path, Path, Path]:
+def bundle_install(tmp_path_factory, machine_deps) -> tuple[Path, Path, Path]:
     """(venv bin/, bundle folder, bundle wheel): a released bundle, built and installed on its own."""
     from bertlab_grader.release import release
 
@@ -190,7 +109,7 @@ def bundle_install(tmp_path_factory, deps) -> tuple[Path, Path, Path]:
     shutil.copytree(bundle, source)
     (base / "wheels").mkdir()
     wheel = build_wheel(source, base / "wheels")
-    venv_bin = make_venv(base / "venv", deps)
+    venv_bin = make_venv(base / "venv", machine_deps)
     pip_install(venv_bin, wheel)
     return venv_bin, bundle, wheel
 
@@ -210,14 +129,14 @@ def test_the_bundle_depends_on_the_student_list_only(bundle_install):
 
 def test_the_installed_bundle_shows_and_runs_only_student_commands(bundle_install, tmp_path):
     venv_bin, bundle, _ = bundle_install
-    helped = _ok(_run([venv_bin / "bertlab", "--help"], cwd=bundle))
+    helped = ok(run([venv_bin / "bertlab", "--help"], cwd=bundle))
     listed = set(re.findall(r"^ {4}(\w[\w-]*)\s", helped.stdout, re.M))
     assert listed == {"check", "lesson"}, helped.stdout
     assert "instructor" not in helped.stdout
-    grade = _run([venv_bin / "bertlab", "grade", "x"], cwd=bundle)
+    grade = run([venv_bin / "bertlab", "grade", "x"], cwd=bundle)
     assert grade.returncode == 2 and "invalid choice" in grade.stderr
     work = Path(shutil.copytree(bundle, tmp_path / "bundle"))
-    checked = _run([venv_bin / "bertlab", "check", "--task", "pooling"], cwd=work / "exercises")
+    checked = run([venv_bin / "bertlab", "check", "--task", "pooling"], cwd=work / "exercises")
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert re.search(r"^pooling\s+0/\d+\s+not started", checked.stdout, re.M), checked.stdout
     assert "bertlab_grader" not in checked.stdout + checked.stderr

@@ -1,0 +1,106 @@
+"""Wheels and virtualenvs for the kit's tests: the kit as pip installs it, not as a checkout.
+
+Dependencies are not downloaded again for each virtualenv: each one sees this machine's installed
+third-party packages through a folder of symlinks (``deps/site-packages``; the name matters: the
+sandbox shows site directories to student code) that leaves out every ``bertlab`` distribution and
+the editable install's hooks, so only the wheel under test provides ``bertlab``.
+tools/acceptance/packaging.sh does the same from a fresh clone with real installs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+KIT_ROOT = Path(__file__).resolve().parents[1]
+SOURCE_FILES = ("pyproject.toml", "README.md", "src", "docs")  # what building the kit's wheel reads
+OWN = re.compile(r"^(bertlab|bertlab_grader|bertlab_student|__editable__\.bertlab|__editable___bertlab)", re.I)
+
+
+def run(cmd, cwd: Path, timeout: int = 900, **env) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", NO_COLOR="1", PIP_NO_INDEX="1",
+                   PIP_DISABLE_PIP_VERSION_CHECK="1", **env)
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, env=environ, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert done.returncode == 0, f"{' '.join(done.args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def build_wheel(source: Path, out: Path) -> Path:
+    """``pip wheel`` of the project at ``source`` (no dependencies, no download) into ``out``."""
+    ok(run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", out, source],
+             cwd=out.parent))
+    wheel, = out.glob("*.whl")
+    return wheel
+
+
+def make_venv(where: Path, deps: Path) -> Path:
+    """A fresh virtualenv at ``where`` whose interpreter also sees ``deps``; returns its bin/ folder."""
+    ok(run([sys.executable, "-m", "venv", "--without-pip", where], cwd=where.parent))
+    purelib = ok(run([where / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                       cwd=where.parent)).stdout.strip()
+    (Path(purelib) / "_machine_deps.pth").write_text(f"{deps}\n")
+    return where / "bin"
+
+
+def pip_install(venv_bin: Path, wheel: Path) -> None:
+    # This interpreter's pip, aimed at the venv: the venv has none of its own (--without-pip).
+    ok(run([sys.executable, "-m", "pip", "--python", venv_bin / "python", "install", "--no-deps", wheel],
+             cwd=wheel.parent))
+
+
+def installed_names(venv_bin: Path) -> set[str]:
+    purelib = ok(run([venv_bin / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                       cwd=venv_bin)).stdout.strip()
+    return {p.name for p in Path(purelib).iterdir() if p.name != "_machine_deps.pth" and p.name != "__pycache__"}
+
+
+def requirement_names(lines) -> set[str]:
+    return {re.split(r"[<>=!~;\[ ]", line.strip())[0].lower().replace("_", "-") for line in lines
+            if line.strip() and not line.strip().startswith("#")}
+
+
+def wheel_requires(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(metadata).decode()
+    return requirement_names(line.split(":", 1)[1] for line in text.splitlines()
+                             if line.startswith("Requires-Dist:") and "extra ==" not in line)
+
+
+def machine_deps(where: Path) -> Path:
+    """A site-packages of symlinks to this machine's third-party packages, bertlab left out."""
+    shelf = where / "site-packages"
+    shelf.mkdir()
+    site_dir = Path(sysconfig.get_paths()["purelib"])
+    for entry in site_dir.iterdir():
+        if not OWN.match(entry.name) and entry.suffix != ".pth":
+            (shelf / entry.name).symlink_to(entry)
+    return shelf
+
+
+def install_kit(base: Path, deps: Path) -> tuple[Path, Path]:
+    """(venv bin/, wheel): the kit built from a copy of its source files, installed non-editable."""
+    source = base / "source"
+    source.mkdir()
+    for name in SOURCE_FILES:  # a copy: building in place would leave build/ and egg-info in the checkout
+        path = KIT_ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(path, source / name)
+    (base / "wheels").mkdir()
+    wheel = build_wheel(source, base / "wheels")
+    venv_bin = make_venv(base / "venv", deps)
+    pip_install(venv_bin, wheel)
+    return venv_bin, wheel
