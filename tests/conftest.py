@@ -54,11 +54,11 @@ def machine_deps(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def installed_kit(tmp_path_factory, machine_deps):
+def installed_kit(tmp_path_factory):
     """(venv bin/, wheel): the kit's wheel, built from this checkout, installed non-editable."""
-    from venvs import install_kit
+    from venvs import install_kit, this_site_packages
 
-    return install_kit(tmp_path_factory.mktemp("kit"), machine_deps)
+    return install_kit(tmp_path_factory.mktemp("kit"), this_site_packages())
 
 
 @pytest.fixture(scope="session")

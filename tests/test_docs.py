@@ -29,7 +29,7 @@ RUN_BY = {
     "check": "tests/test_check.py::test_check_on_untouched_stubs_shows_every_task_not_started_and_names_cka",
     "release": "tests/test_release.py::test_release_command_writes_refuses_and_replaces",
     "lesson": "tests/test_lesson_figures.py::figures",
-    "demo": "tests/test_demo.py::demo",
+    "demo": "tests/conftest.py::demo",
     "grade": "tests/test_runner.py::test_grade_course",
     "grade-one": "tests/test_runner.py::test_grade_one_json",
     "audit": "tests/test_audit.py::test_audit",

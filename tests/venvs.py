@@ -1,9 +1,13 @@
 """Wheels and virtualenvs for the kit's tests: the kit as pip installs it, not as a checkout.
 
-Dependencies are not downloaded again for each virtualenv: each one sees this machine's installed
-third-party packages through a folder of symlinks (``deps/site-packages``; the name matters: the
-sandbox shows site directories to student code) that leaves out every ``bertlab`` distribution and
-the editable install's hooks, so only the wheel under test provides ``bertlab``.
+Dependencies are not downloaded again for each virtualenv: a ``.pth`` line makes the running
+interpreter's site-packages visible to it, after the venv's own. Only the venv's own site-packages is
+processed as a site directory, so the checkout's editable install (an import hook installed by a
+``.pth`` file) stays inert there: ``bertlab`` and ``bertlab_grader`` come from the wheel under test,
+and importlib.metadata finds the venv's own ``bertlab`` first. The student bundle's venv sees a
+folder of symlinks instead (``machine_deps``) that leaves out every ``bertlab`` distribution, so not
+even the checkout's metadata is there. (The kit's venv cannot use symlinks: its sandbox shows site
+directories to student code, and a link into a hidden folder, a venv under /tmp say, would not resolve.)
 tools/acceptance/packaging.sh does the same from a fresh clone with real installs.
 """
 
@@ -78,12 +82,16 @@ def wheel_requires(wheel: Path) -> set[str]:
                              if line.startswith("Requires-Dist:") and "extra ==" not in line)
 
 
+def this_site_packages() -> Path:
+    """The site-packages of the interpreter running the tests (where the kit's dependencies are)."""
+    return Path(sysconfig.get_paths()["purelib"])
+
+
 def machine_deps(where: Path) -> Path:
     """A site-packages of symlinks to this machine's third-party packages, bertlab left out."""
     shelf = where / "site-packages"
     shelf.mkdir()
-    site_dir = Path(sysconfig.get_paths()["purelib"])
-    for entry in site_dir.iterdir():
+    for entry in this_site_packages().iterdir():
         if not OWN.match(entry.name) and entry.suffix != ".pth":
             (shelf / entry.name).symlink_to(entry)
     return shelf
