@@ -23,28 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from venvs import KIT_ROOT, build_wheel, make_venv, ok, pip_install, run
+from venvs import (KIT_ROOT, build_wheel, installed_names, make_venv, ok, pip_install, requirement_names, run,
+                   wheel_requires)
 
 pytestmark = pytest.mark.slow
-
-
-def installed_names(venv_bin: Path) -> set[str]:
-    purelib = ok(run([venv_bin / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                     cwd=venv_bin)).stdout.strip()
-    return {p.name for p in Path(purelib).iterdir() if p.name not in ("_machine_deps.pth", "__pycache__")}
-
-
-def requirement_names(lines) -> set[str]:
-    return {re.split(r"[<>=!~;\[ ]", line.strip())[0].lower().replace("_", "-") for line in lines
-            if line.strip() and not line.strip().startswith("#")}
-
-
-def wheel_requires(wheel: Path) -> set[str]:
-    with zipfile.ZipFile(wheel) as archive:
-        metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        text = archive.read(metadata).decode()
-    return requirement_names(line.split(":", 1)[1] for line in text.splitlines()
-                             if line.startswith("Requires-Dist:") and "extra ==" not in line)
+STUDENT_REQUIREMENTS = requirement_names((KIT_ROOT / "src/bertlab/requirements.txt").read_text().splitlines())
+INSTRUCTOR_REQUIREMENTS = requirement_names((KIT_ROOT / "src/bertlab_grader/requirements.txt").read_text().splitlines())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,8 +54,7 @@ def test_the_wheel_installs_only_the_two_packages(installed_kit):
                    "bertlab_grader/lesson/Week_7_encoder.py",
                    "bertlab/public_tests/pytest.ini", "bertlab/data/sts_b/sts-test.tsv", "bertlab/requirements.txt"):
         assert needed in files, needed
-    assert wheel_requires(wheel) == (requirement_names((KIT_ROOT / "src/bertlab/requirements.txt").read_text().splitlines())
-                                     | requirement_names((KIT_ROOT / "src/bertlab_grader/requirements.txt").read_text().splitlines()))
+    assert wheel_requires(wheel) == STUDENT_REQUIREMENTS | INSTRUCTOR_REQUIREMENTS
 
 
 def test_the_installed_wheel_grades_from_an_empty_directory(demo):
@@ -117,11 +100,10 @@ def bundle_install(tmp_path_factory, machine_deps) -> tuple[Path, Path, Path]:
 def test_the_bundle_depends_on_the_student_list_only(bundle_install):
     _, _, wheel = bundle_install
     assert wheel.name.startswith("bertlab_student-")
-    student = requirement_names((KIT_ROOT / "src/bertlab/requirements.txt").read_text().splitlines())
-    assert wheel_requires(wheel) == student
-    instructor_only = requirement_names((KIT_ROOT / "src/bertlab_grader/requirements.txt").read_text().splitlines())
-    assert {"nbgrader", "psycopg2-binary", "jsonschema"} <= instructor_only
-    assert not wheel_requires(wheel) & (instructor_only | {"faiss-cpu", "sentence-transformers"})
+    requires = wheel_requires(wheel)  # read once: the METADATA of the bundle's wheel
+    assert requires == STUDENT_REQUIREMENTS
+    assert {"nbgrader", "psycopg2-binary", "jsonschema"} <= INSTRUCTOR_REQUIREMENTS
+    assert not requires & (INSTRUCTOR_REQUIREMENTS | {"faiss-cpu", "sentence-transformers"})
     with zipfile.ZipFile(wheel) as archive:
         tops = {name.split("/")[0] for name in archive.namelist()}
     assert tops == {"bertlab", next(t for t in tops if t.endswith(".dist-info"))}, tops

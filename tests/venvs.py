@@ -51,10 +51,14 @@ def build_wheel(source: Path, out: Path) -> Path:
 def make_venv(where: Path, deps: Path) -> Path:
     """A fresh virtualenv at ``where`` whose interpreter also sees ``deps``; returns its bin/ folder."""
     ok(run([sys.executable, "-m", "venv", "--without-pip", where], cwd=where.parent))
-    purelib = ok(run([where / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                       cwd=where.parent)).stdout.strip()
-    (Path(purelib) / "_machine_deps.pth").write_text(f"{deps}\n")
+    (venv_purelib(where / "bin") / "_machine_deps.pth").write_text(f"{deps}\n")
     return where / "bin"
+
+
+def venv_purelib(venv_bin: Path) -> Path:
+    """The venv's own site-packages, as its interpreter reports it."""
+    script = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return Path(ok(run([venv_bin / "python", "-c", script], cwd=venv_bin)).stdout.strip())
 
 
 def pip_install(venv_bin: Path, wheel: Path) -> None:
@@ -64,9 +68,8 @@ def pip_install(venv_bin: Path, wheel: Path) -> None:
 
 
 def installed_names(venv_bin: Path) -> set[str]:
-    purelib = ok(run([venv_bin / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                       cwd=venv_bin)).stdout.strip()
-    return {p.name for p in Path(purelib).iterdir() if p.name != "_machine_deps.pth" and p.name != "__pycache__"}
+    """What the venv's own site-packages holds, besides the line that lends it this machine's packages."""
+    return {p.name for p in venv_purelib(venv_bin).iterdir() if p.name not in ("_machine_deps.pth", "__pycache__")}
 
 
 def requirement_names(lines) -> set[str]:
