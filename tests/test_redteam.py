@@ -103,6 +103,28 @@ def test_monkeypatching_torch_numpy_pytest_stays_in_the_worker(sb):
     assert not torch.equal(torch.zeros(1), torch.ones(1))
 
 
+def test_replacing_the_kits_probe_changes_nothing_the_grader_calls():
+    # fake_probe encodes under no_grad and swaps bertlab.probes' gradient probe for a liar at import.
+    # A sandbox of its own: the worker builds a BERT here, which the short limits of `sb` do not allow.
+    from bertlab.models import named_model
+    from bertlab.probes import disjoint_pair_batch, run_probe
+
+    if launcher._find_bwrap() is None:
+        pytest.skip("bubblewrap (bwrap) is not installed: the red-team suite needs the real sandbox")
+    model = named_model("tiny-bert-seed41")
+    (ids_a, mask_a), (ids_b, mask_b) = disjoint_pair_batch(seed=41)
+    sandbox = Sandbox(kit_root=KIT, hide=[], preload=("tiny-bert-seed0",))
+    try:
+        sandbox.wait_ready()
+        with sandbox.session(sources("fake_probe")) as impl:
+            sbert = impl.siamese.create_sbert(model)
+            report = run_probe(impl, "siamese_gradients", sbert, model, ids_a, mask_a, ids_b, mask_b)
+    finally:
+        sandbox.close()
+    assert report["output"] == "tensor" and report["has_graph"] is False
+    assert report["branch_a"] == 0.0 and report["branch_b"] == 0.0
+
+
 def test_always_equal_objects_stay_handles(sb):
     with sb.session(sources("always_equal")) as impl:
         liar = impl.cka.linear_cka(X, Y)

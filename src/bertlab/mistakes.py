@@ -71,6 +71,12 @@ MISTAKES: tuple[Mistake, ...] = (
             "compare."),
     Mistake("cka_transposed", "cka", "transposed matrices compared",
             "Your CKA compares the transposed matrices: rows are examples, columns are features."),
+    Mistake("cka_constant_float", "cka", "the same number for every input",
+            "Your linear_cka returns the same number whatever X and Y are: compute the formula from the "
+            "centered inputs (and return that value as a Python float)."),
+    Mistake("cka_always_value_error", "cka", "ValueError for valid input",
+            "Your linear_cka raises ValueError for valid input too: raise it only for the cases the docstring "
+            "lists (X or Y not 2-D, different numbers of rows, n < 2), and otherwise return the CKA."),
     # ------------------------------------------------------------------------------------------ pooling
     Mistake("pool_divide_by_length", "pooling", "divided by the padded length",
             "Your pooling divides by the padded length T: divide by the number of real tokens, "
@@ -101,6 +107,20 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake("pool_inverted_mask", "pooling", "the mask inverted",
             "Your pooling averages with the mask inverted (the padding positions, not the real tokens): "
             "average the positions whose mask is 1."),
+    Mistake("pool_last_token", "pooling", "the last real token instead of the mean",
+            "Your pooling returns the vector of each sentence's LAST real token (the pooling of GPT-style "
+            "decoders): SBERT averages ALL the real tokens, so sum them (weight mask[b, t]) and divide by "
+            "their count."),
+    Mistake("pool_constant", "pooling", "the same result whatever the input",
+            "Your pooling returns the same values (e.g. zeros) whatever the hidden states are: the right "
+            "shape and dtype earn nothing without the mean of the real tokens."),
+    Mistake("pool_no_gradient", "pooling", "no gradient through the pooling",
+            "Your pooled values are right, but no gradient flows back to hidden_states (NumPy, .detach(), "
+            ".item() or torch.no_grad() inside): SBERT is fine-tuned through this function, so compute it "
+            "with torch operations on the tensors themselves."),
+    Mistake("pool_always_value_error", "pooling", "ValueError for valid inputs",
+            "Your pooling raises ValueError for valid inputs too: raise it only when hidden_states is not "
+            "3-D, the mask is not 2-D, or their B and T differ; otherwise return the masked mean."),
     # ------------------------------------------------------------------------------------------ siamese
     Mistake("sbert_dot_product", "siamese", "dot product instead of cosine",
             "Your forward returns dot products: SBERT scores a pair by the COSINE of the two embeddings "
@@ -125,6 +145,18 @@ MISTAKES: tuple[Mistake, ...] = (
             "Your forward returns 1 - cosine (a distance): return the cosine similarity itself."),
     Mistake("sbert_cosine_wrong_dim", "siamese", "cosine over the batch dimension",
             "Your forward takes the cosine over the batch dimension: use dim=-1 (over the D features)."),
+    Mistake("sbert_encode_no_grad", "siamese", "encoded under torch.no_grad()",
+            "A loss on your scores cannot train the encoder: do not wrap the encoder call in "
+            "torch.no_grad(), do not .detach() its output, and do not freeze its parameters. Whoever calls "
+            "encode decides about gradients (the tests use torch.no_grad() themselves)."),
+    Mistake("sbert_detach_branch_b", "siamese", "one branch cut from training",
+            "Only one side of your Siamese network trains the encoder: both sentences must go through the "
+            "same self.encoder with gradients on (no .detach(), no torch.no_grad(), no second copy), so that "
+            "a loss on the score updates the one shared encoder from both branches."),
+    Mistake("sbert_wraps_a_copy", "siamese", "a copy of the given encoder wrapped",
+            "Training your SiameseBert never updates the model given to create_sbert: wrap that model "
+            "itself (self.encoder = bert_model), not copy.deepcopy(bert_model), so fine-tuning the wrapper "
+            "fine-tunes the model the caller holds."),
     Mistake("sbert_no_mask_anywhere", "siamese", "no mask for the encoder nor the mean",
             "Your encode calls the encoder without attention_mask and averages the padding too: pass "
             "attention_mask to the encoder and pool with masked_mean_pool(last_hidden_state, "
@@ -167,6 +199,12 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake("ret_not_normalised", "retrieval", "raw dot products",
             "Your scores are raw dot products, not cosines: normalise the query and the corpus vectors "
             "(divide by their norms)."),
+    Mistake("ret_constant", "retrieval", "the same hits for every input",
+            "Your search returns the same hits whatever the embeddings (the first k corpus rows, score 0): "
+            "score every corpus row by its cosine with the query and keep the k best."),
+    Mistake("ret_always_value_error", "retrieval", "ValueError for every input",
+            "Your search raises ValueError for valid input too: raise only for what the docstring's Raises: "
+            "lists (different D, inputs that are not 1-D/2-D, top_k < 1) and answer everything else."),
     # ------------------------------------------------------------------------------------------ any task
     Mistake("no_value_error", None, "a bad input not rejected",
             "Reread the Raises: section of the docstring: check the inputs at the top of the function and "

@@ -137,7 +137,22 @@ def probe_pooling(impl) -> dict:
         "in_place_call": _outcome(lambda: pool(h_in, mask.clone())),
     }
     record["in_place_input"] = _normalise(h_in)
+    record["gradient"] = _outcome(lambda: _pool_gradient_flags(impl, hidden[:2], mask[:2]))
     return record
+
+
+def _pool_gradient_flags(impl, hidden, mask) -> tuple:
+    """(has a graph, every real token gets a gradient, no padding position does), from one backward
+    step run where the submission runs (bertlab/probes.py): flags, so round-off never matters."""
+    from bertlab.probes import run_probe
+
+    report = run_probe(impl, "pooling_gradients", impl.pooling.masked_mean_pool, hidden, mask)
+    grad = report["grad"]
+    if not report["has_graph"] or not isinstance(grad, torch.Tensor) or grad.shape != hidden.shape:
+        return (report["has_graph"], False, False)
+    reached = grad.abs().sum(-1) > 0
+    real = mask != 0
+    return (True, bool(reached[real].all()), not bool(reached[~real].any()))
 
 
 _PROBE_TEXTS_A = ("A wonderful film.", "The plot is thin and the acting is wooden throughout.", "Boring.")
@@ -172,7 +187,21 @@ def probe_siamese(impl) -> dict:
         record["encode"] = _outcome(lambda: sbert.encode(ids_a.clone(), mask_a.clone()))
         record["forward"] = _outcome(lambda: sbert(ids_a.clone(), mask_a.clone(), ids_b.clone(), mask_b.clone()))
         record["shared"] = _outcome(lambda: _perturbed_self_similarity(impl, ids_a, mask_a))
+    record["gradients"] = _outcome(lambda: _gradient_reach(impl))
     return record
+
+
+def _gradient_reach(impl) -> tuple:
+    """(output type, has a graph, branch a reaches the encoder, branch b does) after one backward step
+    (bertlab/probes.py, run where the submission runs): flags, not norms, so round-off never matters."""
+    from bertlab.models import named_model
+    from bertlab.probes import disjoint_pair_batch, run_probe
+
+    model = named_model("tiny-bert-seed7")
+    sbert = impl.siamese.create_sbert(model)
+    (ids_a, mask_a), (ids_b, mask_b) = disjoint_pair_batch(seed=907)
+    report = run_probe(impl, "siamese_gradients", sbert, model, ids_a, mask_a, ids_b, mask_b)
+    return (report["output"], report["has_graph"], report["branch_a"] > 0, report["branch_b"] > 0)
 
 
 def _perturbed_self_similarity(impl, ids, mask):

@@ -56,7 +56,7 @@ BUNDLE_DISTRIBUTION = "bertlab-student"
 BUNDLE_MARKER = ".bertlab-bundle.json"
 # Student-facing docs (files or folders under docs/); everything else in docs/ is for instructors.
 STUDENT_DOCS = ("student-guide.md", "self-paced.md", "troubleshooting.md", "architecture.md", "commands.md",
-                "results-format.md", "course-layout.md", "concepts")
+                "results-format.md", "course-layout.md", "hidden-checks.md", "concepts")
 # Never copied, wherever they appear.
 JUNK_NAMES = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis", ".benchmarks", ".bertlab",
               ".DS_Store"}

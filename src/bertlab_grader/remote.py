@@ -129,7 +129,7 @@ class Remote:
     def _bl_describe(self) -> str:
         if self._bl_path:
             what = ".".join(self._bl_path)
-            base = self._bl_root[1] if self._bl_root[0] == "module" else f"handle#{self._bl_root[1]}"
+            base = self._bl_root[1] if self._bl_root[0] in ("module", "probe") else f"handle#{self._bl_root[1]}"
             return f"the remote attribute {base}.{what} (call it or use ._bl_value())"
         if self._bl_root[0] == "module":
             return f"the submission's module {self._bl_root[1]}"
@@ -187,6 +187,11 @@ class RemoteImplementation:
         self._session = session
         for module in EXERCISE_MODULES:
             setattr(self, module, Remote(session, ("module", module)))
+
+    def probe(self, name: str) -> Remote:
+        """The kit's probe ``name`` (bertlab/probes.py), run in the submission's process: call it with
+        handles and plain data, get plain data back (``bertlab.probes.run_probe`` uses this)."""
+        return Remote(self._session, ("probe", name))
 
     def output(self) -> str:
         """The submission's captured stdout/stderr so far (truncated)."""

@@ -54,6 +54,7 @@ from bertlab_grader.kit import KIT_ROOT, REFERENCE_DATA, REFERENCE_DIR, SUITES_C
 # The shared checks (bertlab/checks.py): an AssertionError raised there is a failed check, as in the suites.
 CHECKS_FILE = Path(bertlab.__file__).resolve().parent / "checks.py"
 POINTS_PROPERTY = "bertlab_points_fraction"  # set by performance tests that earn part of their points
+RATIO_PROPERTY = "bertlab_speed_ratio"       # set by performance tests: the measured time ratio
 MAX_MESSAGE_LINES = 12
 MAX_MESSAGE_CHARS = 1500
 
@@ -200,7 +201,17 @@ def grader_failure_cause(excinfo, when: str) -> Optional[str]:
     where = _innermost_file(excinfo)
     if where is not None and (REFERENCE_DIR in where.parents or where == REFERENCE_DATA):
         return f"the reference solution raised {type(exc).__name__} in the {when} of a hidden test: {exc}"
+    if where is not None and where in KIT_LOOKUP_FILES:
+        return f"the kit's {where.name} raised {type(exc).__name__} in the {when} of a hidden test: {exc}"
     return None
+
+
+# Kit modules that only the tests call, with fixed arguments (a mistake's id, a model's name, the
+# packaged data): an exception raised inside one of them is the kit's bug or a broken install, never
+# something the submission did (found: a test naming a mistake the table did not have yet charged
+# every student 8 points with "KeyError: no known mistake").
+KIT_LOOKUP_FILES = frozenset(Path(bertlab.__file__).resolve().parent / name
+                             for name in ("mistakes.py", "models.py", "datasets.py"))
 
 
 def classify(call_excinfo, when: str) -> tuple[str, str]:
@@ -284,6 +295,9 @@ class _Recorder:
                 entry["outcome"], entry["message"] = classify(call.excinfo, "setup")
         elif call.when == "call":
             fraction = dict(item.user_properties).get(POINTS_PROPERTY)
+            ratio = dict(item.user_properties).get(RATIO_PROPERTY)
+            if ratio is not None:
+                entry["ratio"] = round(float(ratio), 3)
             if call.excinfo is None:
                 entry.update(outcome="passed", message="",
                              points=entry["max_points"] * (1.0 if fraction is None else float(fraction)))

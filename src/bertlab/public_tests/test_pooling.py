@@ -1,11 +1,15 @@
 """Public tests of task pooling: masked_mean_pool.
 
-The oracle is a plain loop over the batch: for each row, average the positions whose mask is nonzero
-(zeros when there are none). Properties: extra padding changes nothing, mask dtype does not matter,
-the output keeps the input's dtype, the inputs are not modified.
+The oracle is a plain loop over the batch in float64: for each row, average the positions whose mask
+is nonzero (zeros when there are none). Properties: extra padding changes nothing, mask dtype does not
+matter, the output keeps the input's dtype, the inputs are not modified, bad shapes raise ValueError.
+Every test also demands the right mean on valid input, and compares within a round-off bound derived
+from the working precision (``round_off``): a correct implementation passes however it is written.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +17,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bertlab.checks import check_close, check_tensor, expect_value_error, name_mistake, property_settings
+from bertlab.checks import (check_close, check_tensor, close, expect_value_error, fail, first_line, name_mistake,
+                            property_settings)
+from bertlab.mistakes import hint as mistake_hint
 
 pytestmark = pytest.mark.pooling
 
@@ -44,31 +50,93 @@ def make_batch(seed: int, B: int, T: int, D: int, dtype=torch.float32, p_real: f
     return hidden, mask
 
 
-def diagnose(actual: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor) -> str:
-    """Name the usual mistake (bertlab/mistakes.py) whose output equals ``actual``."""
+def round_off(hidden: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
+    """(atol, name_tol) for masked_mean_pool(hidden [B, T, D], mask [B, T]).
+
+    atol: how far a correct masked mean may land from the exact (float64) mean. The docstring fixes the
+    output dtype, not the working precision: half precision may be summed in float32 or in its own dtype
+    (a Python loop rounds at every token; torch's sum/einsum/bmm accumulate half precision in float32 and
+    round once), float64 may be summed in float32 and cast back, so eps is that of the input dtype but
+    never finer than float32's. Summing n values errs by about 0.3 * sqrt(n) * (eps / 2) * mean|x| (a
+    random walk), and the count, the division and the cast add about one rounding each:
+    (4 + sqrt(n)) * eps * max mean|x| is over 5 standard deviations above that, while every known
+    mistake is off by a whole token's worth of value or more.
+    name_tol: the relative tolerance within which a result "is" a mistake's formula.
+    """
+    longest = int((mask != 0).sum(dim=1).max()) if mask.numel() else 0
+    scale = float(loop_mean(hidden.abs(), mask).max()) if hidden.numel() else 0.0
+    eps = max(torch.finfo(hidden.dtype).eps, torch.finfo(torch.float32).eps)
+    relative = (4 + math.sqrt(longest)) * eps
+    return relative * scale, max(relative, 1e-4)
+
+
+def last_token(actual: torch.Tensor, h: torch.Tensor, mask: torch.Tensor, expected: torch.Tensor, tol: float):
+    """Each row's last real token [B, D] (float64). A row with no real token has none, so whatever
+    ``actual`` holds there counts as matching. None when ``actual`` is not [B, D], or when on the rows
+    with tokens the last token IS the mean (one-token rows): then it cannot tell this mistake apart."""
+    B, T, D = h.shape
+    counts = (mask != 0).sum(dim=1)
+    real = counts > 0
+    if tuple(actual.shape) != (B, D) or not bool(real.any()):
+        return None
+    last = h[torch.arange(B), (counts - 1).clamp(min=0)]
+    if close(last[real], expected[real], tol):
+        return None
+    return torch.where(real[:, None], last, actual.detach().to(torch.float64))
+
+
+def diagnose(actual: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, expected: torch.Tensor,
+             tol: float) -> str:
+    """Name the usual mistake (bertlab/mistakes.py) whose formula gives ``actual``, or ''.
+
+    A mistake whose formula gives the right answer on this input (the unmasked mean of a batch without
+    padding, the first token of one-token rows) is never named.
+    """
     h = hidden.to(torch.float64)
     m = (mask != 0).to(torch.float64).unsqueeze(-1)  # [B, T, 1]
     masked_sum = (h * m).sum(dim=1)
-    known = name_mistake(actual, {
+    candidates = {
         "pool_mask_ignored": h.mean(dim=1),
         "pool_divide_by_length": masked_sum / hidden.shape[1],
         "pool_sum": masked_sum,
         "pool_cls": h[:, 0],
-    }, tol=1e-4)
-    return known or "Compare with the docstring: pooled[b] = sum_t mask[b, t] * hidden[b, t] / sum_t mask[b, t]."
+        "pool_last_token": last_token(actual, h, mask, expected, tol),
+        "pool_constant": torch.zeros_like(expected),
+    }
+    distinct = {name: c for name, c in candidates.items() if c is not None and not close(c, expected, tol)}
+    return name_mistake(actual, distinct, tol=tol)
 
 
-def check_pool(impl, hidden: torch.Tensor, mask: torch.Tensor, what: str, atol: float = 1e-5) -> torch.Tensor:
+FORMULA = "Compare with the docstring: pooled[b] = sum_t mask[b, t] * hidden[b, t] / sum_t mask[b, t]."
+
+
+def check_pool(impl, hidden: torch.Tensor, mask: torch.Tensor, what: str, hint: str = FORMULA) -> torch.Tensor:
     """Run masked_mean_pool and compare with the loop oracle: type, shape, dtype, NaN, values."""
     B, T, D = hidden.shape
+    finite_hint = "A row with no real token must give zeros: divide by the count clamped to at least 1."
+    if hidden.dtype == torch.float16:
+        finite_hint += (" In float16, 1e-9 rounds to 0, so a count clamped at 1e-9 in float16 is still 0: "
+                        "count in float32, or clamp at 1.")
+    # The oracle and the tolerance see the inputs as given, whatever the code under test does to its copies.
+    expected = loop_mean(hidden, mask)
+    atol, name_tol = round_off(hidden, mask)
+    refusal = None
+    try:
+        value = impl.pooling.masked_mean_pool(hidden.clone(), mask.clone())
+    except ValueError as exc:  # valid shapes: a ValueError here is a wrong answer, said as such
+        refusal = first_line(exc)
+    if refusal is not None:
+        fail(f"masked_mean_pool on {what} raised ValueError ({refusal}), but the shapes are valid: "
+             f"hidden_states {list(hidden.shape)} and attention_mask {list(mask.shape)}. "
+             f"{mistake_hint('pool_always_value_error')}")
     out = check_tensor(
-        impl.pooling.masked_mean_pool(hidden, mask), [B, D], f"masked_mean_pool on {what}", dtype=hidden.dtype,
+        value, [B, D], f"masked_mean_pool on {what}", dtype=hidden.dtype,
         shape_hint="One D-vector per sentence: average over the T axis (dim=1) only.",
-        finite_hint="A row with no real token must give zeros: divide by the count clamped to at least 1.",
+        finite_hint=finite_hint,
         dtype_hint="Cast the result back to the input's dtype at the end (`.to(hidden_states.dtype)`).",
     )
-    check_close(out, loop_mean(hidden, mask), f"masked_mean_pool on {what}", atol=atol, rtol=atol,
-                diagnose=lambda a: diagnose(a, hidden, mask))
+    check_close(out, expected, f"masked_mean_pool on {what}", atol=atol, hint=hint,
+                diagnose=lambda a: diagnose(a, hidden, mask, expected, name_tol))
     return out
 
 
@@ -97,53 +165,71 @@ def test_extra_padding_changes_nothing(impl, seed, extra):
     garbage = 1e3 * torch.randn(4, extra, 5, generator=torch.Generator().manual_seed(seed % 2**31))
     padded_hidden = torch.cat([hidden, garbage], dim=1)
     padded_mask = torch.cat([mask, torch.zeros(4, extra, dtype=mask.dtype)], dim=1)
-    after = check_pool(impl, padded_hidden, padded_mask, f"the same batch with {extra} extra padded positions")
-    check_close(after, before, f"masked_mean_pool after adding {extra} padded positions", atol=1e-5, rtol=1e-5,
-                hint="Padding must not change a sentence vector: padded positions get weight 0 and are not counted.")
+    padding_hint = "Padding must not change a sentence vector: padded positions get weight 0 and are not counted."
+    after = check_pool(impl, padded_hidden, padded_mask, f"the same batch with {extra} extra padded positions",
+                       hint=padding_hint)
+    # Both are within atol of the same exact mean, hence within 2 * atol of each other.
+    atol, _ = round_off(hidden, mask)
+    check_close(after, before, f"masked_mean_pool after adding {extra} padded positions", atol=2 * atol,
+                hint=padding_hint)
 
 
 def test_mask_dtype_does_not_matter(impl):
+    # Every dtype is compared with the exact mean: results that agree with it agree with each other up
+    # to round-off (a float64 mask may promote the product to float64 before the cast back: still right).
     hidden, mask = make_batch(seed=1, B=5, T=9, D=6)
-    reference = check_pool(impl, hidden, mask, "an int64 mask")
+    mask[2] = 0  # an empty row too: `1 - mask` or a count in the mask's dtype must still work
     for name, converted in {
-        "bool": mask.bool(), "int32": mask.int(), "float32": mask.float(), "float64": mask.double(),
+        "int64": mask, "bool": mask.bool(), "int32": mask.int(), "float32": mask.float(), "float64": mask.double(),
+        "float16": mask.half(),
     }.items():
-        out = check_pool(impl, hidden, converted, f"a {name} mask")
-        check_close(out, reference, f"masked_mean_pool with a {name} mask", atol=1e-6, rtol=1e-6,
-                    hint="A 0/1 mask must give the same result whatever its dtype: convert it to the hidden "
-                         "states' float dtype before multiplying.")
+        check_pool(impl, hidden, converted, f"a {name} mask",
+                   hint=f"A 0/1 mask must give the same result whatever its dtype ({name} here): compare it with 0 "
+                        "(`mask != 0`) or convert it to the hidden states' float dtype before using it.")
 
 
 def test_a_row_with_no_real_token_gives_zeros(impl):
     hidden, mask = make_batch(seed=2, B=3, T=4, D=3)
     mask[1] = 0  # an empty sentence: nothing to average
-    out = check_pool(impl, hidden, mask, "a batch whose row 1 is all padding")
-    if not torch.equal(out[1], torch.zeros(3, dtype=out.dtype)):
-        pytest.fail(f"row 1 has no real token, so its vector should be all zeros; got {out[1].tolist()}.",
-                    pytrace=False)
+    # check_pool compares every row with the oracle, which gives exact zeros for row 1.
+    check_pool(impl, hidden, mask, "a batch whose row 1 is all padding",
+               hint="Row 1 has no real token, so its vector should be all zeros: divide by the count clamped "
+                    "to at least 1.")
 
 
-@pytest.mark.parametrize("dtype, atol", [(torch.float64, 1e-12), (torch.bfloat16, 3e-2), (torch.float16, 3e-3)])
-def test_output_keeps_the_input_dtype(impl, dtype, atol):
-    hidden, mask = make_batch(seed=3, B=3, T=16, D=8, dtype=dtype)
-    # check_pool demands dtype == hidden_states.dtype; tolerances allow the output's own rounding.
-    check_pool(impl, hidden, mask, f"{dtype} hidden states", atol=atol)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+def test_output_keeps_the_input_dtype(impl, dtype):
+    # check_pool demands dtype == hidden_states.dtype; round_off allows the round-off of that dtype
+    # (or of float32, for float64 input). Long rows (a sum of many tokens) and an all-padding last row.
+    hidden, mask = make_batch(seed=3, B=4, T=64, D=8, dtype=dtype)
+    mask[-1] = 0
+    check_pool(impl, hidden, mask, f"{dtype} hidden states")
 
 
 def test_inputs_are_not_modified(impl):
     hidden, mask = make_batch(seed=4, B=3, T=6, D=4)
+    mask[2, 1:] = 0  # padding to zero out, if the code does it in place
     hidden_before, mask_before = hidden.clone(), mask.clone()
-    impl.pooling.masked_mean_pool(hidden, mask)
+    result = impl.pooling.masked_mean_pool(hidden, mask)
     for name, now, before in (("hidden_states", hidden, hidden_before), ("attention_mask", mask, mask_before)):
         if not torch.equal(now, before):
             pytest.fail(f"masked_mean_pool changed its input {name} in place. Use out-of-place operations "
                         "(`h * m`, not `h.mul_(m)` or `h[mask == 0] = 0`): the caller still needs its tensors.",
                         pytrace=False)
+    # Leaving the inputs alone counts only with the right answer: returning nothing useful is not enough.
+    out = check_tensor(result, [3, 4], "masked_mean_pool on the batch it must not modify")
+    expected = loop_mean(hidden_before, mask_before)
+    atol, name_tol = round_off(hidden_before, mask_before)
+    check_close(out, expected, "masked_mean_pool on the batch it must not modify", atol=atol, hint=FORMULA,
+                diagnose=lambda a: diagnose(a, hidden_before, mask_before, expected, name_tol))
 
 
 @pytest.mark.parametrize("case", ["hidden is 2-D", "mask is 3-D", "T differs", "B differs"])
 def test_mismatched_shapes_raise_value_error(impl, case):
     hidden, mask = make_batch(seed=5, B=3, T=6, D=4)
+    # Rejecting bad shapes counts only together with pooling good ones (raising for everything is not
+    # input checking).
+    check_pool(impl, hidden, mask, "valid shapes hidden [3, 6, 4], mask [3, 6]")
     hidden, mask, why = {
         "hidden is 2-D": (hidden[:, 0], mask, "hidden_states must be [B, T, D]"),
         "mask is 3-D": (hidden, mask.unsqueeze(-1), "attention_mask must be [B, T]"),
@@ -152,3 +238,25 @@ def test_mismatched_shapes_raise_value_error(impl, case):
     }[case]
     expect_value_error(lambda: impl.pooling.masked_mean_pool(hidden, mask),
                        f"masked_mean_pool(hidden {list(hidden.shape)}, mask {list(mask.shape)})", why)
+
+
+def test_gradients_reach_the_real_tokens_only(impl):
+    # SBERT is fine-tuned through the pooling: d(sum of pooled)/d(hidden[b, t]) must be
+    # mask[b, t] / (row b's count of real tokens), so every real token learns and padding does not.
+    from bertlab.probes import run_probe
+
+    hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
+                           [[1.0, 1.0], [2.0, 2.0], [6.0, 3.0]],
+                           [[5.0, 5.0], [7.0, 7.0], [9.0, 9.0]]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [0, 0, 0]])
+    report = run_probe(impl, "pooling_gradients", impl.pooling.masked_mean_pool, hidden, mask)
+    if report["output"] != "tensor":
+        fail(f"masked_mean_pool returned {report['output']}; expected a [3, 2] tensor.")
+    check_close(check_tensor(report["pooled"], [3, 2], "masked_mean_pool"), loop_mean(hidden, mask),
+                "masked_mean_pool on the gradient example", atol=1e-6, hint=FORMULA)
+    if not report["has_graph"] or report["grad"] is None:
+        fail("masked_mean_pool: " + mistake_hint("pool_no_gradient"))
+    real = (mask != 0).double()
+    expected = (real / real.sum(dim=1, keepdim=True).clamp(min=1))[..., None].expand(3, 3, 2)
+    check_close(report["grad"], expected, "the gradient of masked_mean_pool(...).sum() with respect to hidden_states",
+                atol=1e-6, hint="Each real token of row b gets 1 / (row b's count of real tokens); padding gets 0.")

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 from bertlab.datasets import LESSON_SIAMESE_PAIRS, LESSON_STS_PAIRS
 from bertlab.models import load_tokenizer, named_model
 
-from bertlab.checks import check_close, check_tensor, close, name_mistake
+from bertlab.checks import check_close, check_tensor, close, fail, name_mistake
 from bertlab.mistakes import hint as mistake_hint
+from bertlab.probes import disjoint_pair_batch, run_probe
 
 pytestmark = pytest.mark.siamese
 
@@ -140,6 +141,32 @@ def test_padding_each_side_differently_changes_nothing(impl, tokenizer, tiny_mod
     check_close(batched, torch.stack(alone), "scores of padded batches vs the same pairs one at a time", atol=1e-5,
                 hint="Padding changed a score: pool with the attention mask of the same side (a's mask for a, b's "
                      "for b) and pass the mask to the encoder so real tokens do not attend to [PAD].")
+
+
+def test_training_reaches_the_one_encoder_through_both_sides(impl):
+    # Fine-tuning SBERT means: a loss on forward's score updates the ONE encoder, from both sentences.
+    # One backward step on sides with disjoint words: the word-embedding rows of side a's words can
+    # only get a gradient through side a, and side b's through side b.
+    model = named_model(TINY)  # a fresh copy: the step writes (then clears) its gradients
+    sbert = impl.siamese.create_sbert(model)
+    (ids_a, mask_a), (ids_b, mask_b) = disjoint_pair_batch(seed=0)
+    report = run_probe(impl, "siamese_gradients", sbert, model, ids_a, mask_a, ids_b, mask_b)
+    if report["output"] != "tensor":
+        fail(f"SiameseBert.forward returned {report['output']}; expected a tensor of cosines, one per pair.")
+    expected = F.cosine_similarity(oracle_encode(model, ids_a, mask_a), oracle_encode(model, ids_b, mask_b), dim=-1)
+    check_close(check_scores(report["scores"], ids_a.shape[0], "SiameseBert.forward"), expected,
+                "SiameseBert.forward", atol=1e-5, hint="Fix the scores first (see the tests above).")
+    if not report["has_graph"]:
+        fail("SiameseBert.forward gives the right scores, but they carry no gradient (requires_grad is False). "
+             + mistake_hint("sbert_encode_no_grad"))
+    cut = [side for side in ("a", "b") if not report[f"branch_{side}"] > 0]
+    if len(cut) == 2:
+        fail(f"A loss on forward's scores sent no gradient into the model given to create_sbert "
+             f"({report['reached']} of its {report['trainable']} weight tensors got one). "
+             + mistake_hint("sbert_wraps_a_copy"))
+    if cut:
+        fail(f"A loss on forward's scores reaches the encoder through one side but not through side {cut[0]} (the "
+             f"embeddings of the words only side {cut[0]} uses got no gradient). " + mistake_hint("sbert_detach_branch_b"))
 
 
 def test_minilm_scores_the_lessons_similar_pairs_above_the_unrelated_one(impl, minilm):

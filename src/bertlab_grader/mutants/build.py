@@ -105,6 +105,14 @@ MUTANTS = (
     Mutant("cka_matrix_empty", "cka", "cka.py",
            "cka_matrix([]) fails with IndexError instead of ValueError",
            (("    if len(reps) == 0:\n        raise ValueError(", "    if False:\n        raise ValueError("),)),
+    # Hostile entries: form without substance. They must earn nothing in cka.
+    Mutant("cka_constant_float", "cka", "cka.py",
+           "linear_cka validates its inputs (and returns nan for zero variance) but returns 0.5 otherwise",
+           (("    cka = (cross / (self_x * self_y)).item()", "    cka = 0.5"),)),
+    Mutant("cka_always_value_error", "cka", "cka.py",
+           "linear_cka raises ValueError for every input",
+           (("    Xc = _centered_float64(X, \"X\")\n",
+             "    raise ValueError(\"X and Y must be 2-D [n, d] matrices with the same n >= 2\")\n"),)),
 
     # ---------------------------------------------------------------- pooling
     Mutant("pool_divide_by_length", "pooling", "pooling.py",
@@ -147,6 +155,22 @@ MUTANTS = (
     Mutant("pool_sum", "pooling", "pooling.py",
            "returns the masked sum, never divides",
            (("    return (summed / counts).to(hidden_states.dtype)", "    return summed.to(hidden_states.dtype)"),)),
+    Mutant("pool_last_token", "pooling", "pooling.py",
+           "returns each row's last real token (decoder-style pooling) instead of the mean",
+           (("    return (summed / counts).to(hidden_states.dtype)",
+             "    last = (attention_mask != 0).sum(dim=1) - 1  # each row's last real token (right padding)\n"
+             "    return hidden_states[torch.arange(hidden_states.shape[0]), last].clone()"),)),
+    Mutant("pool_constant", "pooling", "pooling.py",
+           "hostile: checks the shapes, then returns zeros of the right shape and dtype (a constant)",
+           (("    return (summed / counts).to(hidden_states.dtype)",
+             "    return torch.zeros(hidden_states.shape[0], hidden_states.shape[2], dtype=hidden_states.dtype)"),)),
+    Mutant("pool_no_gradient", "pooling", "pooling.py",
+           "averages hidden_states.detach(): right values, no gradient to the encoder",
+           (("    summed = torch.bmm(weights.unsqueeze(1), hidden_states.to(compute_dtype)).squeeze(1)",
+             "    summed = torch.bmm(weights.unsqueeze(1), hidden_states.detach().to(compute_dtype)).squeeze(1)"),)),
+    Mutant("pool_always_value_error", "pooling", "pooling.py",
+           "hostile: raises ValueError for every input, valid or not",
+           (("    if hidden_states.dim() != 3:\n", "    if True:  # reject everything\n"),)),
 
     # ---------------------------------------------------------------- siamese
     Mutant("sbert_dot_product", "siamese", "siamese.py",
@@ -184,6 +208,19 @@ MUTANTS = (
            "forward returns 1 - cosine (a distance)",
            (("        return F.cosine_similarity(emb_a, emb_b, dim=-1)",
              "        return 1 - F.cosine_similarity(emb_a, emb_b, dim=-1)"),)),
+    Mutant("sbert_encode_no_grad", "siamese", "siamese.py",
+           "encode runs the encoder under torch.no_grad() (right values, nothing to train)",
+           (("        output = self.encoder(input_ids=input_ids, attention_mask=attention_mask)\n",
+             "        with torch.no_grad():\n"
+             "            output = self.encoder(input_ids=input_ids, attention_mask=attention_mask)\n"),)),
+    Mutant("sbert_detach_branch_b", "siamese", "siamese.py",
+           "forward detaches side b's embedding (only branch a trains the encoder)",
+           (("        emb_b = self.encode(input_ids_b, attention_mask_b)",
+             "        emb_b = self.encode(input_ids_b, attention_mask_b).detach()"),)),
+    Mutant("sbert_wraps_a_copy", "siamese", "siamese.py",
+           "create_sbert wraps a deep copy of the model it is given",
+           (("import torch\n", "import copy\n\nimport torch\n"),
+            ("    return SiameseBert(bert_model)", "    return SiameseBert(copy.deepcopy(bert_model))"))),
     Mutant("sbert_cosine_wrong_dim", "siamese", "siamese.py",
            "takes the cosine over the batch dimension (dim=0)",
            (("        return F.cosine_similarity(emb_a, emb_b, dim=-1)",
@@ -257,6 +294,15 @@ MUTANTS = (
            "normalises the caller's query tensor in place",
            (("    queries = F.normalize(queries.to(dtype), dim=1)",
              "    queries = queries.to(dtype)\n    queries /= torch.linalg.vector_norm(queries, dim=1, keepdim=True).clamp(min=1e-12)"),)),
+    # Hostile: form without substance. Both must earn 0 in retrieval (every form point needs a right answer).
+    Mutant("ret_constant", "retrieval", "retrieval.py",
+           "semantic_search validates its input, then returns the first k rows with score 0 (well-shaped, wrong)",
+           (("    best_scores = torch.empty(n_queries, 0, dtype=dtype)\n",
+             "    return torch.zeros(n_queries, k, dtype=dtype), torch.arange(k).repeat(n_queries, 1)\n"
+             "    best_scores = torch.empty(n_queries, 0, dtype=dtype)\n"),)),
+    Mutant("ret_always_value_error", "retrieval", "retrieval.py",
+           "semantic_search raises ValueError for every input, valid or not",
+           (("    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:\n", "    if True:\n"),)),
 )
 
 
@@ -340,6 +386,43 @@ _CKA_HSIC = '''def linear_cka(X: Matrix, Y: Matrix) -> float:
     return float((hsic(Kx, Ky) / torch.sqrt(hsic(Kx, Kx) * hsic(Ky, Ky))).clamp(0.0, 1.0))
 '''
 
+# The lesson's formula as a student may type it: float64, d x d products, no clamp (so a perfect
+# match may come out as 1.0000000000000002), and zero variance tested as "every row equals the first".
+_CKA_LITERAL = '''def linear_cka(X: Matrix, Y: Matrix) -> float:
+    """The docstring's formula written literally in float64: d x d products, no clamp, no Gram form.
+
+    X [n, d1], Y [n, d2] -> a Python float (round-off may leave it a few ulps outside [0, 1]).
+    """
+    X = torch.as_tensor(X).detach().to(torch.float64)
+    Y = torch.as_tensor(Y).detach().to(torch.float64)
+    if X.dim() != 2 or Y.dim() != 2:
+        raise ValueError(f"X and Y must be 2-D [n, d] matrices; got {tuple(X.shape)} and {tuple(Y.shape)}")
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
+    if X.shape[0] < 2:
+        raise ValueError("CKA needs at least 2 examples")
+    # Zero variance means every row is the same vector: test that directly (exact, no tolerance).
+    if bool((X == X[0]).all()) or bool((Y == Y[0]).all()):
+        return float("nan")
+    Xc = X - X.mean(dim=0, keepdim=True)
+    Yc = Y - Y.mean(dim=0, keepdim=True)
+    numerator = torch.linalg.norm(Yc.T @ Xc, "fro") ** 2
+    denominator = torch.linalg.norm(Xc.T @ Xc, "fro") * torch.linalg.norm(Yc.T @ Yc, "fro")
+    return (numerator / denominator).item()
+'''
+
+_CKA_MATRIX_LITERAL = '''def cka_matrix(reps: Sequence[Matrix]) -> Float[Tensor, "L L"]:
+    """M[i, j] = linear_cka(reps[i], reps[j]) for every i and j, literally: [L, L] float64."""
+    if len(reps) == 0:
+        raise ValueError("cka_matrix needs at least one representation")
+    L = len(reps)
+    result = torch.empty(L, L, dtype=torch.float64)
+    for i in range(L):
+        for j in range(L):
+            result[i, j] = linear_cka(reps[i], reps[j])
+    return result
+'''
+
 _POOL_EINSUM = '''def masked_mean_pool(
     hidden_states: Float[Tensor, "B T D"],
     attention_mask: Num[Tensor, "B T"],
@@ -374,6 +457,41 @@ _POOL_LOOP = '''def masked_mean_pool(
             rows.append(torch.zeros(hidden_states.shape[2], dtype=torch.float64 if hidden_states.dtype == torch.float64
                                     else torch.float32))
     return torch.stack(rows).to(hidden_states.dtype)
+'''
+
+# The sentence-transformers recipe: the raw mask expanded and cast with .float(), everything in float32
+# (float64 input too), a count clamped at 1e-9, cast back at the end.
+_POOL_ST_RECIPE = '''def masked_mean_pool(
+    hidden_states: Float[Tensor, "B T D"],
+    attention_mask: Num[Tensor, "B T"],
+) -> Float[Tensor, "B D"]:
+    """Masked mean as in sentence-transformers, in float32."""
+    if hidden_states.dim() != 3 or attention_mask.dim() != 2 or attention_mask.shape != hidden_states.shape[:2]:
+        raise ValueError("expected hidden_states [B, T, D] and attention_mask [B, T]")
+    input_mask_expanded = attention_mask.unsqueeze(-1).expand(hidden_states.size()).float()
+    sum_embeddings = torch.sum(hidden_states.float() * input_mask_expanded, 1)
+    sum_mask = torch.clamp(input_mask_expanded.sum(1), min=1e-9)
+    return (sum_embeddings / sum_mask).to(hidden_states.dtype)
+'''
+
+# A running mean token by token in the input dtype: half precision rounds at every token.
+_POOL_RUNNING_MEAN = '''def masked_mean_pool(
+    hidden_states: Float[Tensor, "B T D"],
+    attention_mask: Num[Tensor, "B T"],
+) -> Float[Tensor, "B D"]:
+    """Running mean of the real tokens, in the input dtype."""
+    if hidden_states.dim() != 3 or attention_mask.dim() != 2 or attention_mask.shape != hidden_states.shape[:2]:
+        raise ValueError("expected hidden_states [B, T, D] and attention_mask [B, T]")
+    B, T, D = hidden_states.shape
+    out = torch.zeros(B, D, dtype=hidden_states.dtype)
+    for b in range(B):
+        mean, n = torch.zeros(D, dtype=hidden_states.dtype), 0
+        for t in range(T):
+            if attention_mask[b, t] != 0:
+                n += 1
+                mean = mean + (hidden_states[b, t] - mean) / n
+        out[b] = mean
+    return out
 '''
 
 _SBERT_NORMALISE = '''    def forward(
@@ -466,6 +584,35 @@ _INDEX_CAT_ADD = '''    def add(self, texts: Sequence[str]) -> None:
         self._texts += texts
 '''
 
+_RET_FLOAT64 = '''def semantic_search(
+    query_embeddings: Union[Float[Tensor, "Q D"], Float[Tensor, "D"]],
+    corpus_embeddings: Float[Tensor, "N D"],
+    top_k: int = 10,
+) -> tuple[Float[Tensor, "Q k"], Int[Tensor, "Q k"]]:
+    """In float64: dot products divided by both norms, a stable sort per block of queries; the scores
+    are cast back to float32 at the end (float64 inputs stay float64). Rounds unlike the reference."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive int; got {top_k!r}")
+    queries = torch.as_tensor(query_embeddings)
+    corpus = torch.as_tensor(corpus_embeddings)
+    queries = queries[None] if queries.dim() == 1 else queries
+    if queries.dim() != 2 or corpus.dim() != 2 or queries.shape[1] != corpus.shape[1]:
+        raise ValueError(f"expected [Q, D] and [N, D] with one D; got {tuple(queries.shape)}, {tuple(corpus.shape)}")
+    out_dtype = torch.float64 if torch.float64 in (queries.dtype, corpus.dtype) else torch.float32
+    q, c = queries.double(), corpus.double()
+    q_norms = torch.linalg.vector_norm(q, dim=1, keepdim=True).clamp(min=1e-12)
+    c_norms = torch.linalg.vector_norm(c, dim=1).clamp(min=1e-12)
+    k = min(top_k, c.shape[0])
+    rows = max(1, 2**22 // max(c.shape[0], 1))  # queries per block: at most 2**22 float64 scores at once
+    scores, indices = [torch.empty(0, k, dtype=out_dtype)], [torch.empty(0, k, dtype=torch.long)]
+    for q0 in range(0, q.shape[0], rows):
+        cosines = (q[q0 : q0 + rows] @ c.T) / q_norms[q0 : q0 + rows] / c_norms
+        ranked = torch.sort(cosines, dim=1, descending=True, stable=True)
+        scores.append(ranked.values[:, :k].to(out_dtype))
+        indices.append(ranked.indices[:, :k])
+    return torch.cat(scores), torch.cat(indices)
+'''
+
 VARIANTS = (
     Variant("var_cka_gram", "cka", "cka.py", "linear_cka always in the n x n Gram form",
             {"linear_cka": _CKA_GRAM}),
@@ -474,10 +621,20 @@ VARIANTS = (
             {"linear_cka": _CKA_NUMPY, "cka_matrix": _CKA_MATRIX_LOOP}, (("import numpy as np\n", "import math\n\nimport numpy as np\n"),)),
     Variant("var_cka_hsic", "cka", "cka.py", "linear_cka as normalised HSIC with the centering matrix H",
             {"linear_cka": _CKA_HSIC}),
+    Variant("var_cka_literal", "cka", "cka.py",
+            "linear_cka and cka_matrix exactly as their docstrings say: the formula in float64, no clamp, "
+            "every [i, j] of the matrix computed separately",
+            {"linear_cka": _CKA_LITERAL, "cka_matrix": _CKA_MATRIX_LITERAL}),
     Variant("var_pool_einsum", "pooling", "pooling.py", "masked mean with einsum",
             {"masked_mean_pool": _POOL_EINSUM}),
     Variant("var_pool_loop", "pooling", "pooling.py", "masked mean with a Python loop over the batch",
             {"masked_mean_pool": _POOL_LOOP}),
+    Variant("var_pool_st_recipe", "pooling", "pooling.py",
+            "the sentence-transformers recipe: float32 for every input dtype, count clamped at 1e-9, cast back",
+            {"masked_mean_pool": _POOL_ST_RECIPE}),
+    Variant("var_pool_running_mean", "pooling", "pooling.py",
+            "a running mean token by token in the input dtype (half precision rounds at every token)",
+            {"masked_mean_pool": _POOL_RUNNING_MEAN}),
     Variant("var_sbert_normalize_dot", "siamese", "siamese.py", "forward = dot product of F.normalize'd embeddings",
             {"SiameseBert.forward": _SBERT_NORMALISE}),
     Variant("var_sbert_inline_pool", "siamese", "siamese.py", "encode computes the masked mean inline",
@@ -488,6 +645,9 @@ VARIANTS = (
             {"semantic_search": _RET_CHUNKED}),
     Variant("var_index_concat", "retrieval", "retrieval.py", "SemanticIndex concatenates the embeddings on every add",
             {"SemanticIndex.add": _INDEX_CAT_ADD}),
+    Variant("var_ret_float64", "retrieval", "retrieval.py",
+            "scores in float64 (matmul, then divide by both norms), stable sort, cast back: rounds unlike the reference",
+            {"semantic_search": _RET_FLOAT64}),
 )
 
 

@@ -976,7 +976,7 @@ class Session:
         """One call (``mode`` "call") or attribute fetch ("get") in the submission's process.
         ``watch=False`` skips the copy-back of in-place argument changes (for stashed arguments)."""
         root = remote._bl_root
-        what = ".".join(map(str, ((root[1] if root[0] == "module" else "<handle>"),) + remote._bl_path))
+        what = ".".join(map(str, ((root[1] if root[0] in ("module", "probe") else "<handle>"),) + remote._bl_path))
         if root[0] == "handle" and (root[2] != self.generation or not self._alive()):
             raise SubmissionCrashed("this object belonged to an earlier run of the submission's process "
                                     "(it was restarted after a timeout or crash)")
@@ -987,7 +987,7 @@ class Session:
         encoder = rpc.Encoder(fallback=self._encode_extra)
         rid = next(self._requests)
         header = {"op": "call", "id": rid, "n": child.nonce, "mode": mode, "path": list(remote._bl_path),
-                  "target": {"module": root[1]} if root[0] == "module" else {"handle": root[1]},
+                  "target": {root[0]: root[1]},  # {"module": name}, {"probe": name} or {"handle": id}
                   "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs or {})),
                   "release": self._take_releases(), "watch": bool(watch)}
         return self._exchange(child, header, encoder.tensors, what, inputs=(args, kwargs or {}))
@@ -1120,7 +1120,7 @@ class Session:
                     raise rpc.EncodeError("an object from an earlier run of the submission's process")
                 target = {"handle": root[1]}
             else:
-                target = {"module": root[1]}
+                target = {root[0]: root[1]}  # {"module": name} or {"probe": name}
             return {"$t": "ref", "root": target, "path": list(obj._bl_path)}
         name = getattr(obj, "_bertlab_model_name", None)
         if isinstance(name, str):

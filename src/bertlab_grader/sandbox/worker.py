@@ -50,6 +50,9 @@ torch = None  # imported by main(), after the switch to the unprivileged uid
 _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 4, 24, 36, 38
 _libc = ctypes.CDLL(None, use_errno=True)
 _PREBUILT: dict[str, object] = {}  # named models built by the template that sessions get copies of
+# The kit's probes (bertlab/probes.py), captured by the template before any submitted code runs: a
+# submission that replaces bertlab.probes.PROBES later changes nothing the grader calls.
+_PROBES: dict[str, object] = {}
 
 
 def _prctl(option: int, arg: int) -> int:
@@ -226,6 +229,13 @@ class SubmissionFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             self._executed.discard(name)
             raise
 
+    def reexecute(self, module) -> None:
+        """Run a module's source again in its own namespace: ``importlib.reload`` for these modules
+        (exec_module runs each module once, so that the plain-name alias does not run it twice).
+        Used by bertlab.probes.substitute."""
+        self._executed.discard(module.__name__)
+        self.exec_module(module)
+
     def get_source(self, fullname):
         short = "__init__" if fullname == PACKAGE else self._short(fullname)
         return self.sources.get(short) if short else None
@@ -398,6 +408,10 @@ class ChildServer:
             raise _WorkerError(self.import_errors.get(name) or {
                 "type": "ModuleNotFoundError", "builtin": None, "traceback": "", "fatal": False,
                 "message": f"{name}.py is not part of the submission"})
+        if isinstance(target, dict) and "probe" in target:
+            if target["probe"] not in _PROBES:
+                raise self.rpc.ProtocolError(f"unknown probe {target['probe']!r}")
+            return _PROBES[target["probe"]]
         if isinstance(target, dict) and "handle" in target:
             if target["handle"] not in self.objects:
                 raise _WorkerError({"type": "StaleHandle", "builtin": None, "traceback": "", "fatal": False,
@@ -846,6 +860,9 @@ def main(argv=None) -> None:
     import transformers  # noqa: F401
     import safetensors.torch  # noqa: F401
     from bertlab_grader import rpc  # noqa: F401
+    from bertlab import probes
+
+    _PROBES.update(probes.PROBES)
 
     try:
         import jaxtyping  # noqa: F401  (the stubs' annotations)

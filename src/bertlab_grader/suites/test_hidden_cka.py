@@ -14,15 +14,22 @@ import pytest
 import torch
 
 from bertlab.checks import (check_close, check_scalar, check_shape, check_tensor, expect_value_error, fail,
-                            generator, name_mistake, python_float, tensor_result)
+                            first_line, generator, name_mistake, python_float, tensor_result)
 
 from . import reference_data as data
 
 pytestmark = pytest.mark.cka
 
-# The reference computes in float64; so must the student. 1e-6 leaves room for another order of
-# summation or the Gram form, and the precision test below is stricter on purpose.
+# The reference computes in float64; so must the student. The least accurate correct float64 form is
+# the textbook HSIC one, which centers the n x n Gram matrix with H = I - 11^T/n: it loses about
+# eps * (column offset / column spread)^2, 5e-8 on the ill-conditioned input below (offset/spread 1e5),
+# 1e-13 or less on the others. ATOL covers that; float32 arithmetic misses it on the precision tests.
 ATOL = 1e-6
+
+# Round-off a correct float64 CKA carries on a range bound, a diagonal or the two halves of a symmetric
+# matrix: a few ulps times the number of summed terms (below 1e-12 here). The formula written
+# literally, with no clamp, may return 1.0000000000000002: round-off, not a mistake.
+ROUND_OFF = 1e-9
 
 
 # ---------------------------------------------------------------------------------------------
@@ -54,19 +61,28 @@ def _cka_variant(X, Y, *, center: str = "columns", square: bool = True, normalis
     return float(cross / denominator)
 
 
-def diagnose_cka(value: float, X, Y) -> str:
-    """Name the classic mistake (bertlab/mistakes.py) whose formula gives ``value`` on (X, Y), if any."""
+def diagnose_cka(value: float, X, Y, otherwise: str = "Check the formula in the docstring step by step: "
+                 "center columns, square the numerator, float64.") -> str:
+    """The teaching text of the classic mistake (bertlab/mistakes.py) whose formula gives ``value`` on
+    (X [n, d1], Y [n, d2]), if one does; ``otherwise`` (a neutral hint) if none does."""
     known = "" if math.isnan(value) else name_mistake(value, {
         "cka_no_centering": _cka_variant(X, Y, center="none"),
         "cka_center_rows": _cka_variant(X, Y, center="rows"),
         "cka_no_square": _cka_variant(X, Y, square=False),
         "cka_wrong_normaliser": _cka_variant(X, Y, normaliser="data"),
     }, tol=1e-6)
-    return known or "Check the formula in the docstring step by step: center columns, square the numerator, float64."
+    return known or otherwise
 
 
-def student_cka(impl, X, Y, what: str) -> float:
-    return python_float(impl.cka.linear_cka(_copy(X), _copy(Y)), what)
+def student_cka(impl, X, Y, what: str):
+    """linear_cka on copies of a valid input (X [n, d1], Y [n, d2], same n >= 2), returned as is (its
+    type has its own test). A ValueError here is a wrong answer with its own message: valid input must
+    not be rejected."""
+    try:
+        return impl.cka.linear_cka(_copy(X), _copy(Y))
+    except ValueError as exc:
+        fail(f"{what} raised ValueError ({first_line(exc)}), but this input is valid: both are 2-D with the "
+             "same number of rows n >= 2. Raise ValueError only for the cases the docstring lists.")
 
 
 def _copy(value):
@@ -76,7 +92,7 @@ def _copy(value):
 
 
 def check_cka_value(impl, reference, X, Y, what: str, atol: float = ATOL) -> float:
-    value = float(impl.cka.linear_cka(_copy(X), _copy(Y)))  # the type has its own test
+    value = float(student_cka(impl, X, Y, what))  # the type has its own test
     expected = reference.cka.linear_cka(X, Y)
     check_scalar(value, expected, what, atol=atol, hint=diagnose_cka(value, X, Y))
     return value
@@ -97,21 +113,23 @@ def test_linear_cka_matches_reference(impl, reference):
 @pytest.mark.points(1)
 def test_linear_cka_returns_python_float(impl, reference):
     X, Y = make_pair(10, 20, 6, 4)
-    value = python_float(impl.cka.linear_cka(X.clone(), Y.clone()), "linear_cka(X, Y)")
-    if not 0.0 <= value <= 1.0:
-        fail(f"linear_cka(X, Y) = {value:.6g} is outside [0, 1]. CKA is a normalised similarity: "
-             "check the formula (and clamp tiny round-off above 1).")
+    value = python_float(student_cka(impl, X, Y, "linear_cka(X, Y)"), "linear_cka(X, Y)")
+    if not -ROUND_OFF <= value <= 1.0 + ROUND_OFF:
+        fail(f"linear_cka(X, Y) = {value:.10g} is outside [0, 1] by more than round-off; CKA is a "
+             f"normalised similarity. {diagnose_cka(value, X, Y)}")
+    # The type counts only with the right value (a constant float is a float too).
+    check_scalar(value, reference.cka.linear_cka(X, Y), "linear_cka(X, Y)", atol=ATOL, hint=diagnose_cka(value, X, Y))
 
 
 @pytest.mark.points(2)
 def test_linear_cka_identity_and_symmetry(impl, reference):
     X, Y = make_pair(11, 30, 7, 9)
-    self_value = float(impl.cka.linear_cka(X.clone(), X.clone()))
-    check_scalar(self_value, 1.0, "linear_cka(X, X)", atol=1e-9,
+    self_value = float(student_cka(impl, X, X, "linear_cka(X, X)"))
+    check_scalar(self_value, 1.0, "linear_cka(X, X)", atol=ROUND_OFF,
                  hint="A representation is perfectly similar to itself; check the normalisation.")
-    forward = float(impl.cka.linear_cka(X.clone(), Y.clone()))
-    backward = float(impl.cka.linear_cka(Y.clone(), X.clone()))
-    check_scalar(backward, forward, "linear_cka(Y, X) (should equal linear_cka(X, Y))", atol=1e-9,
+    forward = float(student_cka(impl, X, Y, "linear_cka(X, Y)"))
+    backward = float(student_cka(impl, Y, X, "linear_cka(Y, X)"))
+    check_scalar(backward, forward, "linear_cka(Y, X) (should equal linear_cka(X, Y))", atol=ROUND_OFF,
                  hint="CKA is symmetric: ||Yc^T Xc|| = ||Xc^T Yc||, and the denominator is a product.")
     check_cka_value(impl, reference, X, Y, "linear_cka(X, Y)")
 
@@ -119,7 +137,7 @@ def test_linear_cka_identity_and_symmetry(impl, reference):
 @pytest.mark.points(2)
 def test_linear_cka_invariances(impl, reference):
     X, Y = make_pair(12, 50, 6, 5)
-    base = check_cka_value(impl, reference, X, Y, "linear_cka(X, Y)")
+    check_cka_value(impl, reference, X, Y, "linear_cka(X, Y)")
     g = generator(112)
     q, r = torch.linalg.qr(torch.randn(6, 6, generator=g, dtype=torch.float64))
     rotation = (q * torch.sign(torch.diagonal(r))).float()
@@ -129,9 +147,12 @@ def test_linear_cka_invariances(impl, reference):
         "X shifted by a constant per column": X + 5.0 * torch.randn(6, generator=g),
     }
     for what, transformed in cases.items():
-        value = float(impl.cka.linear_cka(transformed.clone(), Y.clone()))
-        check_scalar(value, base, f"linear_cka of {what} with Y", atol=1e-5,
-                     hint="CKA must not change under rotations, uniform scaling or shifts of either input.")
+        # Compared with the reference on the same (float32) transformed input: the rotation and the shift
+        # are rounded to float32, which moves the true CKA by about 1e-7; that is not the student's error.
+        value = float(student_cka(impl, transformed, Y, f"linear_cka of {what} with Y"))
+        check_scalar(value, reference.cka.linear_cka(transformed, Y), f"linear_cka of {what} with Y", atol=ATOL,
+                     hint=diagnose_cka(value, transformed, Y, otherwise="CKA must not change under rotations, "
+                                       "uniform scaling or shifts of either input."))
     stretched = X * torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0, 12.0])
     check_cka_value(impl, reference, stretched, Y, "linear_cka of X with one feature stretched 12x")
 
@@ -146,7 +167,7 @@ def test_linear_cka_numpy_inputs(impl, reference):
     }
     for what, (x, y) in cases.items():
         try:
-            value = float(impl.cka.linear_cka(_copy(x), _copy(y)))
+            value = float(student_cka(impl, x, y, f"linear_cka with {what}"))
         except (AttributeError, TypeError) as exc:
             fail(f"linear_cka with {what} raised {type(exc).__name__}: {exc}. Convert first with "
                  "torch.as_tensor(X) (it accepts arrays and tensors alike).")
@@ -163,10 +184,11 @@ def test_linear_cka_low_precision_inputs(impl, reference):
     Y = X @ torch.randn(16, 8, generator=g) + torch.randn(128, 8, generator=g) * 30
     for dtype in (torch.float16, torch.bfloat16):
         x, y = X.to(dtype), Y.to(dtype)
-        value = float(impl.cka.linear_cka(x.clone(), y.clone()))
-        check_scalar(value, reference.cka.linear_cka(x, y), f"linear_cka of {dtype} inputs", atol=1e-6,
-                     hint="Convert X and Y to float64 before centering: in half precision the products "
-                          "overflow or lose digits.")
+        value = float(student_cka(impl, x, y, f"linear_cka of {dtype} inputs"))
+        check_scalar(value, reference.cka.linear_cka(x, y), f"linear_cka of {dtype} inputs", atol=ATOL,
+                     hint=diagnose_cka(value, x, y, otherwise="The docstring asks for float64 arithmetic: "
+                                       "convert X and Y to float64 before centering (in half precision the "
+                                       "products overflow or lose digits)."))
 
 
 @pytest.mark.points(1)
@@ -177,10 +199,12 @@ def test_linear_cka_ill_conditioned_float32(impl, reference):
     X = (torch.randn(200, 10, generator=g) * 0.1 + 1e4).float()
     Y = ((X.double() - 1e4) @ torch.randn(10, 6, generator=g, dtype=torch.float64)
          + torch.randn(200, 6, generator=g, dtype=torch.float64) * 0.05 + 3e4).float()
-    value = float(impl.cka.linear_cka(X.clone(), Y.clone()))
+    value = float(student_cka(impl, X, Y, "linear_cka of float32 data with large offsets"))
     check_scalar(value, reference.cka.linear_cka(X, Y), "linear_cka of float32 data with large offsets",
-                 atol=1e-6, hint="Compute in float64 (X.to(torch.float64)) before centering: float32 "
-                                 "loses the small differences around a large mean.")
+                 atol=ATOL, hint=diagnose_cka(value, X, Y, otherwise="The docstring asks for float64 "
+                                              "arithmetic: convert X and Y with X.to(torch.float64) before "
+                                              "centering (float32 loses the small differences around a large "
+                                              "mean)."))
 
 
 @pytest.mark.points(1)
@@ -190,9 +214,12 @@ def test_linear_cka_zero_variance_is_nan(impl, reference):
     g = generator(16)
     constant = torch.randn(12, generator=g, dtype=torch.float64).repeat(7, 1)
     Y = torch.randn(7, 4, generator=g, dtype=torch.float64)
+    # nan counts only next to the right number where CKA is defined (always returning nan is wrong).
+    check_cka_value(impl, reference, torch.randn(7, 12, generator=g, dtype=torch.float64), Y,
+                    "linear_cka(X [7, 12], Y [7, 4]) (both with variance)")
     for what, (x, y) in {"linear_cka(constant X, Y)": (constant, Y),
                          "linear_cka(Y, constant X)": (Y, constant)}.items():
-        value = float(impl.cka.linear_cka(x.clone(), y.clone()))
+        value = float(student_cka(impl, x, y, what))
         check_scalar(value, reference.cka.linear_cka(x, y), what, atol=0.0,
                      hint="A representation whose rows are all equal has no variance: CKA is undefined "
                           "there and the docstring says to return nan. Test the centered norm against "
@@ -202,6 +229,9 @@ def test_linear_cka_zero_variance_is_nan(impl, reference):
 @pytest.mark.points(2)
 def test_linear_cka_rejects_bad_shapes(impl, reference):
     X, Y = make_pair(17, 10, 4, 3)
+    # Rejecting bad shapes counts only next to the right answer on good ones (raising ValueError for
+    # everything rejects them too).
+    check_cka_value(impl, reference, X, Y, "linear_cka(X [10, 4], Y [10, 3]) (valid input)")
     expect_value_error(lambda: impl.cka.linear_cka(X[:, 0].clone(), Y.clone()),
                        "linear_cka(X of shape [10], Y [10, 3])", "X is 1-D, not [n, d]")
     expect_value_error(lambda: impl.cka.linear_cka(X.reshape(2, 5, 4).clone(), Y.clone()),
@@ -227,7 +257,7 @@ def test_linear_cka_leaves_inputs_unchanged(impl, reference):
     # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
     value = python_float(result, "linear_cka(X, Y)")
     check_scalar(value, reference.cka.linear_cka(x_before, y_before.copy()),
-                 "linear_cka(X, Y) (float64 tensor and NumPy inputs)", atol=1e-6,
+                 "linear_cka(X, Y) (float64 tensor and NumPy inputs)", atol=ATOL,
                  hint=diagnose_cka(value, x_before, torch.as_tensor(y_before)))
 
 
@@ -242,6 +272,14 @@ def _mixed_reps(seed: int, n: int = 20, widths=(3, 7, 12, 30)) -> list[torch.Ten
             for i, d in enumerate(widths)]
 
 
+def check_entry_is_linear_cka(impl, reference, reps, i: int, j: int, what: str) -> None:
+    """cka_matrix's contract is M[i, j] = linear_cka(reps[i], reps[j]): linear_cka must give the right
+    value on one defined pair of the same inputs. So the matrix's points, like every cka point, need a
+    right linear_cka too (one that returns a constant, or always raises, earns nothing in cka)."""
+    check_cka_value(impl, reference, reps[i], reps[j],
+                    f"linear_cka(reps[{i}], reps[{j}]) (the entry [{i}, {j}] of {what})")
+
+
 def check_matrix(impl, reference, reps, what: str) -> torch.Tensor:
     L = len(reps)
     actual = check_tensor(impl.cka.cka_matrix([r.clone() for r in reps]), (L, L), what,
@@ -254,7 +292,7 @@ def _check_matrix_values(actual, expected, what):
     if actual.dtype != torch.float64:
         fail(f"{what} has dtype {actual.dtype}; expected torch.float64 (create it with "
              "dtype=torch.float64: CKA values are computed in float64, keep them).")
-    if not torch.allclose(actual, actual.T, atol=1e-12, equal_nan=True):
+    if not torch.allclose(actual, actual.T, rtol=0.0, atol=ROUND_OFF, equal_nan=True):
         fail(f"{what} is not symmetric: M[i, j] must equal M[j, i] (fill both halves).")
     check_close(actual, expected, what, atol=ATOL,
                 hint="Entry [i, j] must be linear_cka(reps[i], reps[j]), with 1.0 on the diagonal.")
@@ -263,7 +301,9 @@ def _check_matrix_values(actual, expected, what):
 
 @pytest.mark.points(2)
 def test_cka_matrix_matches_reference(impl, reference):
-    check_matrix(impl, reference, _mixed_reps(20), "cka_matrix of 4 representations of widths 3, 7, 12, 30")
+    reps, what = _mixed_reps(20), "cka_matrix of 4 representations of widths 3, 7, 12, 30"
+    check_matrix(impl, reference, reps, what)
+    check_entry_is_linear_cka(impl, reference, reps, 1, 3, what)
 
 
 @pytest.mark.points(1)
@@ -279,12 +319,16 @@ def test_cka_matrix_zero_variance_row_is_nan(impl, reference):
         fail("cka_matrix with a zero-variance reps[1]: row 1 and column 1 should be nan (CKA is undefined "
              "for a representation whose rows are all equal, as in linear_cka), the diagonal included.")
     _check_matrix_values(actual, expected, what)
+    check_entry_is_linear_cka(impl, reference, reps, 0, 2, what)
 
 
 @pytest.mark.points(1)
 def test_cka_matrix_rejects_bad_input(impl, reference):
-    expect_value_error(lambda: impl.cka.cka_matrix([]), "cka_matrix([])", "there is nothing to compare")
     reps = _mixed_reps(22, widths=(4, 5))
+    # Rejecting bad input counts only next to the right answer on good input.
+    check_matrix(impl, reference, reps, "cka_matrix of 2 valid representations of widths 4, 5")
+    check_entry_is_linear_cka(impl, reference, reps, 0, 1, "cka_matrix of 2 valid representations")
+    expect_value_error(lambda: impl.cka.cka_matrix([]), "cka_matrix([])", "there is nothing to compare")
     expect_value_error(lambda: impl.cka.cka_matrix([reps[0].clone(), reps[1][:15].clone()]),
                        "cka_matrix([X [20, 4], Y [15, 5]])", "the representations have different numbers of rows")
 
@@ -320,6 +364,7 @@ def test_trained_minilm_staircase(impl, reference):
     if not adjacent > distant + 0.1:
         fail(f"No staircase in trained MiniLM: adjacent layers average {adjacent:.3f}, layers 4 or more "
              f"apart {distant:.3f}; training should make distant layers clearly less similar.")
+    check_entry_is_linear_cka(impl, reference, reps, 1, L - 1, "cka_matrix of MiniLM's hidden states")
     untrained = impl.cka.cka_matrix([r.clone() for r in data.untrained_reps(data.UNTRAINED_SEEDS[0])])
     trained_min, untrained_min = float(matrix.min()), float(_off_diagonal(torch.as_tensor(untrained)).min())
     if not trained_min < untrained_min - 0.1:

@@ -6,17 +6,22 @@ into these tests. It must not: one mistake costs points in its own task only. Tw
 - Wiring tests compare the student's output with the reference wiring composed with EITHER pooling:
   the reference's, or the student's own masked_mean_pool (called on hidden states computed here, in
   the trusted process). Matching either one means the siamese part is right.
-- The lesson-quality tests (SBERT beats DAN) encode every sentence unpadded (groups of sentences of
-  equal token length), so mask mistakes cannot matter; when the student's output is exactly the
-  reference wiring over the student's own pooling, any shortfall belongs to the pooling task and the
-  test passes. The DAN baseline pools with the student's own function, like the lesson's controlled
-  comparison (same pooling, no context), falling back to the reference pooling if that one fails.
+- The lesson-quality tests (SBERT beats DAN): when the student's output is exactly the reference
+  wiring over the student's own pooling, any shortfall belongs to the pooling task and the test
+  passes. The DAN baseline is built with the reference pooling only: it is not the task under test,
+  so a pooling mistake (a last-token "mean" gives a nan Spearman) must not move it.
+
+Trainability (a loss on the wrapper's output must train the one shared encoder, through both
+branches) is measured where the student's objects live: bertlab/probes.py runs the backward step
+in the sandbox and returns plain numbers.
 
 Models cross the sandbox by name (bertlab.models.named_model): the worker builds the same model. The
 student's SiameseBert is a handle: we call its methods, never look inside it.
 """
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
@@ -26,6 +31,7 @@ from bertlab.checks import (check_close, check_finite, check_shape, close, did_n
                             name_mistake, tensor_result)
 from bertlab.datasets import LESSON_QUERY, LESSON_REVIEW_SNIPPETS, LESSON_SIAMESE_PAIRS, LESSON_STS_PAIRS
 from bertlab.mistakes import hint as mistake_hint
+from bertlab.probes import disjoint_pair_batch, run_probe
 from bertlab.sts import spearman
 
 from . import reference_data as data
@@ -47,6 +53,41 @@ def _reference_pool(states, mask):
     from bertlab_grader.reference.pooling import masked_mean_pool
 
     return masked_mean_pool(states, mask)
+
+
+def own_pooling_raises(impl) -> bool:
+    """True when the student's masked_mean_pool raises on a small valid batch (a stub, a hostile one)."""
+    g = generator(43)
+    try:
+        impl.pooling.masked_mean_pool(torch.randn(2, 4, 8, generator=g), torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]]))
+    except Exception as exc:  # noqa: BLE001 - whatever it raised, the pooling task reports it
+        if did_not_finish(exc):
+            raise
+        return True
+    return False
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stand_in_for_a_pooling_that_raises(impl):
+    """A student's encode calls the student's own masked_mean_pool. When that raises on valid input,
+    every siamese test would fail for a pooling mistake, so for this module the student's siamese.py
+    runs over the reference pooling instead (called back in this process: nothing of it enters the
+    sandbox), and the student's function is put back afterwards (the performance task times it)."""
+    if not own_pooling_raises(impl):
+        yield
+        return
+    siamese = [impl.siamese] if _module_loaded(impl, "siamese") else []
+    previous = run_probe(impl, "substitute", impl.pooling, "masked_mean_pool", _reference_pool, siamese)
+    try:
+        yield
+    finally:
+        run_probe(impl, "substitute", impl.pooling, "masked_mean_pool", previous, siamese)
+
+
+def _module_loaded(impl, module: str) -> bool:
+    """Did the submission's ``module`` import (a sandboxed one lists its import errors)?"""
+    errors = getattr(impl, "import_errors", None)
+    return not (callable(errors) and module in errors())
 
 
 def own_pool(impl):
@@ -116,7 +157,7 @@ def test_encode_is_masked_mean_of_last_hidden_state(impl):
     check_wiring(actual, candidates, f"encode(input_ids [{ids.shape[0]}, {ids.shape[1]}], attention_mask)", diagnose)
 
 
-@pytest.mark.points(4)
+@pytest.mark.points(3)
 def test_forward_is_pairwise_cosine(impl):
     model = data.tiny_bert("tiny-bert-seed2", impl)
     sbert = impl.siamese.create_sbert(model)
@@ -143,7 +184,7 @@ def test_forward_is_pairwise_cosine(impl):
                  f"forward(a [{B}, {ids_a.shape[1]}], b [{B}, {ids_b.shape[1]}]) (sides padded differently)", diagnose)
 
 
-@pytest.mark.points(4)
+@pytest.mark.points(3)
 def test_both_sides_share_one_encoder(impl):
     # Deep-copying the encoder for one side gives the same numbers until the weights change (e.g. a
     # training step). So change the weights of the encoder the wrapper exposes (state_dict /
@@ -175,9 +216,17 @@ def test_both_sides_share_one_encoder(impl):
         after = tensor_result(sbert.encode(x.clone(), mask_x.clone()), "encode(...) after a weight change")
         xy = tensor_result(sbert(x.clone(), mask_x.clone(), y.clone(), mask_y.clone()), "forward(x, y)")
         yx = tensor_result(sbert(y.clone(), mask_y.clone(), x.clone(), mask_x.clone()), "forward(y, x)")
-    if close(after, before, 1e-6):
+    # What encode must give now: the wiring (either pooling) over a trusted copy with the same new weights.
+    changed = copy.deepcopy(model)
+    changed.load_state_dict({k[len(prefixes[0]):]: v for k, v in perturbed.items()}, strict=False)
+    h_x_after = _hidden(changed, x, mask_x).last_hidden_state
+    follows = any(close(after, c, WIRING_TOL) for c in wirings(impl, lambda pool: pool(h_x_after, mask_x)).values())
+    if not follows and close(after, before, 1e-6):
         fail("After the wrapped encoder's weights changed (load_state_dict), encode gave the same vectors: "
              "encode must run the encoder stored in the SiameseBert, not another copy of it.")
+    if not follows:  # the points need the right vectors, not only different ones
+        fail("After the wrapped encoder's weights changed (load_state_dict), encode does not give the masked "
+             "mean of the changed encoder's last hidden state. Fix encode first (its own test says how).")
     shapes = {(x.shape[0],)} | {tuple(c.shape) for c in wirings(impl, lambda pool: F.cosine_similarity(
         pool(h_x, mask_x), pool(h_y, mask_y), dim=-1)).values()}
     if tuple(xy.shape) not in shapes:
@@ -188,6 +237,67 @@ def test_both_sides_share_one_encoder(impl):
              f"(pair {worst}: forward(x, y) = {xy.reshape(-1)[worst].item():.4f}, forward(y, x) = "
              f"{yx.reshape(-1)[worst].item():.4f}): the two sides use different copies of the encoder. A Siamese "
              "network has ONE encoder: keep one module and call it for both sentences (no copy.deepcopy).")
+
+
+@pytest.mark.points(4)
+def test_training_reaches_the_shared_encoder_through_both_branches(impl):
+    # One backward step of a loss on forward's output, run next to the student's objects (in the
+    # sandbox while grading). Side a and side b use disjoint words, so the word-embedding rows of
+    # a's words can only get a gradient through branch a, and b's through branch b: both must, on
+    # the parameters of the very model given to create_sbert.
+    name = "tiny-bert-seed41"  # only this test uses this model: the probe writes (then clears) its grads
+    model = data.tiny_bert(name, impl)
+    sbert = impl.siamese.create_sbert(model)
+    (ids_a, mask_a), (ids_b, mask_b) = disjoint_pair_batch(seed=41)
+    report = run_probe(impl, "siamese_gradients", sbert, model, ids_a.clone(), mask_a.clone(), ids_b.clone(),
+                       mask_b.clone())
+    what = f"forward(a [{ids_a.shape[0]}, {ids_a.shape[1]}], b [{ids_b.shape[0]}, {ids_b.shape[1]}])"
+    if report["output"] != "tensor":
+        fail(f"{what} returned {report['output']}; expected a tensor of cosines, one per pair.")
+    # A right answer first: points for trainability go only with the right scores.
+    h_a, h_b = _hidden(model, ids_a, mask_a).last_hidden_state, _hidden(model, ids_b, mask_b).last_hidden_state
+    candidates = wirings(impl, lambda pool: F.cosine_similarity(pool(h_a, mask_a), pool(h_b, mask_b), dim=-1))
+    check_wiring(report["scores"], candidates, what, lambda a: "")
+    problem = _training_problem(report, what)
+    # A pooling that passes no gradient (NumPy inside, a constant result) cuts every wrapper built on
+    # it: that is the pooling task's mistake (its own gradient test charges it), not this one's.
+    if problem and own_pooling_trains(impl):
+        fail(problem)
+
+
+def _training_problem(report: dict, what: str) -> str:
+    """What keeps a loss on the scores from training the shared encoder ('' when nothing does)."""
+    if not report["has_graph"]:
+        return (f"{what} gives the right scores, but they carry no gradient (requires_grad is False). "
+                f"{mistake_hint('sbert_encode_no_grad')}")
+    cut = [side for side in ("a", "b") if not report[f"branch_{side}"] > 0]
+    if len(cut) == 2:
+        return (f"A loss on {what} sent no gradient into the model given to create_sbert ({report['reached']} of "
+                f"its {report['trainable']} trainable weight tensors got one). {mistake_hint('sbert_wraps_a_copy')}")
+    if cut:
+        side, other = cut[0], "b" if cut[0] == "a" else "a"
+        return (f"A loss on {what} reaches the shared encoder through side {other} but not through side {side} "
+                f"(the embeddings of the words only side {side} uses got no gradient). "
+                f"{mistake_hint('sbert_detach_branch_b')}")
+    return ""
+
+
+def own_pooling_trains(impl) -> bool:
+    """Does the student's masked_mean_pool pass a gradient to every real token of a padded batch?
+    (Run where the student's code runs, like the wrapper's own backward step.)"""
+    g = generator(42)
+    hidden = torch.randn(2, 5, 8, generator=g)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    try:
+        report = run_probe(impl, "pooling_gradients", impl.pooling.masked_mean_pool, hidden, mask)
+    except Exception as exc:  # noqa: BLE001 - a pooling that raises trains nothing
+        if did_not_finish(exc):
+            raise
+        return False
+    grad = report["grad"]
+    if not report["has_graph"] or not isinstance(grad, torch.Tensor) or tuple(grad.shape) != tuple(hidden.shape):
+        return False
+    return bool((grad[mask.bool()].abs().sum(-1) > 0).all())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,24 +316,11 @@ def _rows(groups, n_texts: int, rows_of) -> list:
     return out
 
 
-def _dan_cosines(impl, pairs, texts) -> list[float]:
-    """DAN cosines: MiniLM's non-contextual embeddings, pooled by the student's function (unpadded),
-    or by the reference pooling where the student's does not give a [g, D] result."""
+def _dan_cosines(pairs, texts) -> list[float]:
+    """DAN cosines: MiniLM's non-contextual embeddings of each text (unpadded), mean-pooled by the
+    reference. The baseline is not the task under test: the student's pooling never touches it."""
     groups = data.unpadded_groups(texts, contextual=False)
-    pool = own_pool(impl)
-
-    def pooled(group):
-        expected_shape = (group.states.shape[0], group.states.shape[2])
-        try:
-            result = pool(group.states, group.attention_mask)
-            if tuple(result.shape) == expected_shape and bool(torch.isfinite(result.float()).all()):
-                return result.float()
-        except Exception as exc:  # noqa: BLE001 - pooling mistakes belong to the pooling task
-            if did_not_finish(exc):
-                raise
-        return _reference_pool(group.states, group.attention_mask)
-
-    vectors = _rows(groups, len(texts), pooled)
+    vectors = _rows(groups, len(texts), lambda group: _reference_pool(group.states, group.attention_mask).float())
     index = {t: i for i, t in enumerate(texts)}
     return [F.cosine_similarity(vectors[index[p.a]], vectors[index[p.b]], dim=0).item() for p in pairs]
 
@@ -268,7 +365,7 @@ def _quality_diagnosis(cosines: torch.Tensor, states_a, states_b) -> str:
     }, tol=WIRING_TOL)
 
 
-@pytest.mark.points(4)
+@pytest.mark.points(3)
 def test_sbert_beats_dan_on_lesson_pairs(impl):
     pairs = LESSON_STS_PAIRS
     texts = tuple(dict.fromkeys(t for p in pairs for t in (p.a, p.b)))
@@ -300,11 +397,11 @@ def test_sbert_beats_dan_on_lesson_pairs(impl):
     index = {t: i for i, t in enumerate(texts)}
     diagnosis = _quality_diagnosis(torch.tensor(scores), [single[index[p.a]] for p in pairs],
                                    [single[index[p.b]] for p in pairs])
-    _judge_quality(scores, _dan_cosines(impl, pairs, texts), pairs, "the lesson's 8 STS pairs",
+    _judge_quality(scores, _dan_cosines(pairs, texts), pairs, "the lesson's 8 STS pairs",
                    [float(x) for x in reference_scores], diagnosis)
 
 
-@pytest.mark.points(4)
+@pytest.mark.points(3)
 def test_sbert_beats_dan_on_sts_sample(impl):
     pairs = data.sts_sample()
     texts = tuple(dict.fromkeys(t for p in pairs for t in (p.a, p.b)))
@@ -343,5 +440,5 @@ def test_sbert_beats_dan_on_sts_sample(impl):
     def cosines(rows):
         return [F.cosine_similarity(rows[index[p.a]].float(), rows[index[p.b]].float(), dim=0).item() for p in pairs]
 
-    _judge_quality(cosines(vectors), _dan_cosines(impl, pairs, texts), pairs,
+    _judge_quality(cosines(vectors), _dan_cosines(pairs, texts), pairs,
                    f"{len(pairs)} STS-benchmark test pairs", cosines(reference_vectors), "")
