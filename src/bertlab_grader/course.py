@@ -425,6 +425,11 @@ def validate_result(result: Mapping) -> dict:
                  "points": pts, "max_points": mx, "message": str(t.get("message") or "")}
         if t.get("hint"):
             clean["hint"] = str(t["hint"])
+        if t.get("ratio") is not None:
+            ratio = float(t["ratio"])
+            if not (math.isfinite(ratio) and ratio > 0):
+                raise ValueError(f"{where}: ratio {ratio} must be a positive number")
+            clean["ratio"] = ratio
         tests.append(clean)
     score = sum(t["points"] for t in tests)
     max_score = sum(t["max_points"] for t in tests)
