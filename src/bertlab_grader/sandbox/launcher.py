@@ -57,7 +57,7 @@ NOBODY = 65534
 # (shared, copy-on-write) and the small random BERTs the hidden siamese suite passes (each session
 # gets a copy: building one costs about 40 ms, copying it a few). tests/test_sandbox.py checks
 # that every named model used in bertlab_grader/suites is listed here.
-DEFAULT_PRELOAD = ("minilm", "tiny-bert-seed1", "tiny-bert-seed2", "tiny-bert-seed31")
+DEFAULT_PRELOAD = ("minilm", "tiny-bert-seed1", "tiny-bert-seed2", "tiny-bert-seed31", "tiny-bert-seed41")
 OUTPUT_HEAD = 16 * 1024
 OUTPUT_TAIL = 4 * 1024
 # Where bwrap is looked for when it is not on PATH: a grader started from a virtualenv that is not
