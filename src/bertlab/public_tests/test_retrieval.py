@@ -300,6 +300,20 @@ def test_zero_vectors_give_finite_scores(impl):
     check_exact(impl, queries, corpus, 6, "a zero query and a zero corpus row")
 
 
+def test_search_leaves_its_inputs_unchanged(impl):
+    # The caller keeps using its embeddings (an index searches the same corpus again and again), so
+    # semantic_search must not normalise them in place; and the answer must still be right.
+    corpus, queries = integer_corpus(seed=11, N=40), axis_queries(3)
+    corpus_before, queries_before = corpus.clone(), queries.clone()
+    scores, indices = search(impl, queries, corpus, 5, "queries [3, 8], corpus [40, 8], top_k=5")
+    if not torch.equal(corpus, corpus_before) or not torch.equal(queries, queries_before):
+        changed = "corpus" if not torch.equal(corpus, corpus_before) else "queries"
+        pytest.fail(f"semantic_search changed its {changed} argument in place (e.g. `corpus /= corpus.norm(...)`): "
+                    "the caller's embeddings are not yours to change. Normalise copies (F.normalize returns a new "
+                    "tensor).", pytrace=False)
+    check_exact(impl, queries_before, corpus_before, 5, "queries [3, 8], corpus [40, 8], top_k=5")
+
+
 # ---------------------------------------------------------------------------------------------
 # SemanticIndex, with a deterministic encoder that counts what it encodes
 # ---------------------------------------------------------------------------------------------
