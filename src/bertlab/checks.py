@@ -269,6 +269,47 @@ def name_mistake(actual, candidates: Mapping[str, object], tol: float = 1e-5) ->
     return ""
 
 
+def _last_real_token(actual: torch.Tensor, h: torch.Tensor, mask: torch.Tensor, expected: torch.Tensor,
+                     tol: float) -> Optional[torch.Tensor]:
+    """What pool_last_token returns: each row's last real token [B, D] (float64). A row with no real
+    token has none, so whatever ``actual`` holds there counts as matching. None when ``actual`` is not
+    [B, D], or when on the rows with tokens the last token IS the mean (one-token rows): then the value
+    cannot tell this mistake from the right answer."""
+    B, T, D = h.shape
+    counts = (mask != 0).sum(dim=1)
+    real = counts > 0
+    if tuple(actual.shape) != (B, D) or not bool(real.any()):
+        return None
+    last = h[torch.arange(B), (counts - 1).clamp(min=0)]
+    if close(last[real], expected[real], tol):
+        return None
+    return torch.where(real[:, None], last, actual.detach().to(torch.float64))
+
+
+def name_pooling_mistake(actual: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, expected: torch.Tensor,
+                         tol: float) -> str:
+    """The teaching text of the classic masked_mean_pool mistake whose formula gives ``actual``, or ''.
+
+    hidden [B, T, D], mask [B, T], expected [B, D] (the right mean). A mistake whose formula gives the
+    right answer on this input (the unmasked mean of a batch without padding, the first token of
+    one-token rows) is never named: its value says nothing about the code.
+    """
+    h = hidden.to(torch.float64)
+    m = (mask != 0).to(torch.float64).unsqueeze(-1)  # [B, T, 1]
+    masked_sum = (h * m).sum(dim=1)
+    candidates = {
+        "pool_mask_ignored": h.mean(dim=1),
+        "pool_divide_by_length": masked_sum / hidden.shape[1],
+        "pool_sum": masked_sum,
+        "pool_cls": h[:, 0],
+        "pool_last_token": _last_real_token(actual, h, mask, expected, tol),
+        "pool_inverted_mask": (h * (1 - m)).sum(dim=1) / (1 - m).sum(dim=1).clamp(min=1),
+        "pool_constant": torch.zeros_like(expected),
+    }
+    distinct = {name: c for name, c in candidates.items() if c is not None and not close(c, expected, tol)}
+    return name_mistake(actual, distinct, tol=tol)
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------------------------

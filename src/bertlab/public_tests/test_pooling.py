@@ -17,7 +17,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bertlab.checks import (check_close, check_tensor, close, expect_value_error, fail, first_line, name_mistake,
+from bertlab.checks import (check_close, check_tensor, expect_value_error, fail, first_line, name_pooling_mistake,
                             property_settings)
 from bertlab.mistakes import hint as mistake_hint
 
@@ -70,43 +70,6 @@ def round_off(hidden: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
     return relative * scale, max(relative, 1e-4)
 
 
-def last_token(actual: torch.Tensor, h: torch.Tensor, mask: torch.Tensor, expected: torch.Tensor, tol: float):
-    """Each row's last real token [B, D] (float64). A row with no real token has none, so whatever
-    ``actual`` holds there counts as matching. None when ``actual`` is not [B, D], or when on the rows
-    with tokens the last token IS the mean (one-token rows): then it cannot tell this mistake apart."""
-    B, T, D = h.shape
-    counts = (mask != 0).sum(dim=1)
-    real = counts > 0
-    if tuple(actual.shape) != (B, D) or not bool(real.any()):
-        return None
-    last = h[torch.arange(B), (counts - 1).clamp(min=0)]
-    if close(last[real], expected[real], tol):
-        return None
-    return torch.where(real[:, None], last, actual.detach().to(torch.float64))
-
-
-def diagnose(actual: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, expected: torch.Tensor,
-             tol: float) -> str:
-    """Name the usual mistake (bertlab/mistakes.py) whose formula gives ``actual``, or ''.
-
-    A mistake whose formula gives the right answer on this input (the unmasked mean of a batch without
-    padding, the first token of one-token rows) is never named.
-    """
-    h = hidden.to(torch.float64)
-    m = (mask != 0).to(torch.float64).unsqueeze(-1)  # [B, T, 1]
-    masked_sum = (h * m).sum(dim=1)
-    candidates = {
-        "pool_mask_ignored": h.mean(dim=1),
-        "pool_divide_by_length": masked_sum / hidden.shape[1],
-        "pool_sum": masked_sum,
-        "pool_cls": h[:, 0],
-        "pool_last_token": last_token(actual, h, mask, expected, tol),
-        "pool_constant": torch.zeros_like(expected),
-    }
-    distinct = {name: c for name, c in candidates.items() if c is not None and not close(c, expected, tol)}
-    return name_mistake(actual, distinct, tol=tol)
-
-
 FORMULA = "Compare with the docstring: pooled[b] = sum_t mask[b, t] * hidden[b, t] / sum_t mask[b, t]."
 
 
@@ -136,7 +99,7 @@ def check_pool(impl, hidden: torch.Tensor, mask: torch.Tensor, what: str, hint: 
         dtype_hint="Cast the result back to the input's dtype at the end (`.to(hidden_states.dtype)`).",
     )
     check_close(out, expected, f"masked_mean_pool on {what}", atol=atol, hint=hint,
-                diagnose=lambda a: diagnose(a, hidden, mask, expected, name_tol))
+                diagnose=lambda a: name_pooling_mistake(a, hidden, mask, expected, name_tol))
     return out
 
 
@@ -221,7 +184,7 @@ def test_inputs_are_not_modified(impl):
     expected = loop_mean(hidden_before, mask_before)
     atol, name_tol = round_off(hidden_before, mask_before)
     check_close(out, expected, "masked_mean_pool on the batch it must not modify", atol=atol, hint=FORMULA,
-                diagnose=lambda a: diagnose(a, hidden_before, mask_before, expected, name_tol))
+                diagnose=lambda a: name_pooling_mistake(a, hidden_before, mask_before, expected, name_tol))
 
 
 @pytest.mark.parametrize("case", ["hidden is 2-D", "mask is 3-D", "T differs", "B differs"])

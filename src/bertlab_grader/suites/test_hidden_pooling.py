@@ -18,8 +18,8 @@ import math
 import pytest
 import torch
 
-from bertlab.checks import (check_close, check_tensor, close, expect_value_error, fail, first_line, generator,
-                            name_mistake, tensor_result)
+from bertlab.checks import (check_close, check_tensor, expect_value_error, fail, first_line, generator,
+                            name_pooling_mistake, tensor_result)
 from bertlab.mistakes import hint as mistake_hint
 
 from . import reference_data as data
@@ -74,45 +74,6 @@ def exact_mean(reference, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Ten
     return reference.pooling.masked_mean_pool(hidden.double(), mask)
 
 
-def last_token_candidate(actual: torch.Tensor, h: torch.Tensor, mask: torch.Tensor, expected: torch.Tensor,
-                         tol: float):
-    """What pool_last_token returns: each row's last real token [B, D] (float64). A row with no real
-    token has no last token, so whatever ``actual`` holds there counts as matching. None when the shapes
-    differ, or when on the rows that have tokens the last token IS the mean (one-token rows): then the
-    value cannot tell this mistake from the right answer."""
-    B, T, D = h.shape
-    counts = (mask != 0).sum(dim=1)
-    real = counts > 0
-    if tuple(actual.shape) != (B, D) or not bool(real.any()):
-        return None
-    last = h[torch.arange(B), (counts - 1).clamp(min=0)]
-    if close(last[real], expected[real], tol):
-        return None
-    return torch.where(real[:, None], last, actual.detach().to(torch.float64))
-
-
-def diagnose_pool(actual: torch.Tensor, hidden: torch.Tensor, mask: torch.Tensor, expected: torch.Tensor,
-                  tol: float) -> str:
-    """Name the classic pooling mistake (bertlab/mistakes.py) whose formula ``actual`` matches.
-
-    A mistake whose formula gives the right answer on this input (e.g. the unmasked mean of a batch
-    without padding) is never named: its value says nothing about the code.
-    """
-    h = hidden.double()
-    m = (mask != 0).double()[..., None]
-    candidates = {
-        "pool_mask_ignored": h.mean(1),
-        "pool_divide_by_length": (h * m).sum(1) / hidden.shape[1],
-        "pool_cls": h[:, 0],
-        "pool_last_token": last_token_candidate(actual, h, mask, expected, tol),
-        "pool_sum": (h * m).sum(1),
-        "pool_inverted_mask": (h * (1 - m)).sum(1) / (1 - m).sum(1).clamp(min=1),
-        "pool_constant": torch.zeros_like(expected),
-    }
-    distinct = {name: c for name, c in candidates.items() if c is not None and not close(c, expected, tol)}
-    return name_mistake(actual, distinct, tol=tol)
-
-
 def check_pool(impl, reference, hidden, mask, what: str, *, hint: str = "") -> torch.Tensor:
     """Call the code under test on copies of (hidden [B, T, D], mask [B, T]) and check type, shape,
     NaN, dtype and values (within the round-off bound); returns the result [B, D]."""
@@ -142,7 +103,7 @@ def check_pool(impl, reference, hidden, mask, what: str, *, hint: str = "") -> t
     expected = exact_mean(reference, hidden, mask)
     atol, name_tol = round_off(reference, hidden, mask)
     check_close(actual, expected, what, atol=atol, hint=hint,
-                diagnose=lambda a: diagnose_pool(a, hidden, mask, expected, name_tol))
+                diagnose=lambda a: name_pooling_mistake(a, hidden, mask, expected, name_tol))
     return actual
 
 
@@ -240,7 +201,7 @@ def test_pool_leaves_inputs_unchanged(impl, reference):
         expected = exact_mean(reference, hidden_before, mask_before)
         atol, name_tol = round_off(reference, hidden_before, mask_before)
         check_close(actual, expected, what, atol=atol,
-                    diagnose=lambda a: diagnose_pool(a, hidden_before, mask_before, expected, name_tol))
+                    diagnose=lambda a: name_pooling_mistake(a, hidden_before, mask_before, expected, name_tol))
 
 
 @pytest.mark.points(2)
@@ -262,7 +223,7 @@ def test_pool_passes_gradients_to_real_tokens_only(impl, reference):
     expected = exact_mean(reference, hidden, mask)
     atol, name_tol = round_off(reference, hidden, mask)
     check_close(check_tensor(report["pooled"], (4, 5), what), expected, what, atol=atol,
-                diagnose=lambda a: diagnose_pool(a, hidden, mask, expected, name_tol))
+                diagnose=lambda a: name_pooling_mistake(a, hidden, mask, expected, name_tol))
     want = PROBES["pooling_gradients"](reference.pooling.masked_mean_pool, hidden, mask)["grad"]
     if not report["has_graph"] or report["grad"] is None:
         fail(f"{what}: {mistake_hint('pool_no_gradient')}")
