@@ -301,6 +301,37 @@ class RunSummary:
         return "\n".join(lines)
 
 
+def last_run_path(course: Path, assignment: str) -> Path:
+    """Where the last run's summary is kept: ``COURSE/.bertlab/last-run-<assignment>.json``."""
+    return Path(course) / ".bertlab" / f"last-run-{assignment}.json"
+
+
+def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
+    """Keep the run's summary (what ``summary.format()`` prints) for ``bertlab report``: the folders not
+    graded and why live nowhere else, since a grader failure writes no results.json. Written atomically.
+
+    Format: {"assignment", "finished" (ISO 8601, UTC), "graded", "regraded", "unchanged": [student ids],
+    "not_graded": {student: cause}, "stale": [ids whose earlier result still stands],
+    "layout_problems": [{"folder", "found", "expected"}], "stopped": why the run stopped, or null}."""
+    from dataclasses import asdict
+    from datetime import datetime, timezone
+
+    document = {
+        "assignment": assignment,
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "graded": sorted(summary.graded), "regraded": sorted(summary.regraded),
+        "unchanged": sorted(summary.unchanged), "not_graded": dict(sorted(summary.not_graded.items())),
+        "stale": sorted(summary.stale), "layout_problems": [asdict(p) for p in summary.layout],
+        "stopped": summary.stopped,
+    }
+    path = last_run_path(course, assignment)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
 def check_course(course: Path, assignment: str, db_url: str | None):
     """Everything that can be checked before anything is written: the course folder, the assignment
     name, submitted/, the gradebook. Raises UsageError (one line) and changes nothing."""
@@ -435,6 +466,7 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     summary.stale = {s for s in summary.not_graded if s in finished}
 
     results = nbcourse.load_results(course, assignment)
+    write_last_run(course, assignment, summary)
     if summary.stopped and not quiet:
         print(f"\n{summary.stopped}", file=sys.stderr)
     if results:
