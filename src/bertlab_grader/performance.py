@@ -61,6 +61,7 @@ class Timing:
     gave_up: bool = False
     student_result: Any = None      # the last result of each side (a right answer is timed for points)
     reference_result: Any = None
+    waited_s: float = 0.0           # how long it waited for the other grader workers (timing_gate)
 
     @property
     def ratio(self) -> float:
@@ -107,6 +108,16 @@ def compare_speed(student: Callable[[], Any], reference: Callable[[], Any], *, r
                   repeat: int = REPEAT, give_up_ratio: float = GIVE_UP_RATIO) -> tuple[Timing, Any, Any]:
     """Time ``student()`` against ``reference()``, interleaved. Returns (timing, student's last result,
     reference's last result). Exceptions from ``student()`` propagate (the test reports them)."""
+    from bertlab_grader import timing_gate
+
+    with timing_gate.exclusive() as waited:  # no other grader worker runs while this one times
+        timing = _compare(student, reference, rounds, repeat, give_up_ratio)
+        timing.waited_s = waited
+    return timing, timing.student_result, timing.reference_result
+
+
+def _compare(student: Callable[[], Any], reference: Callable[[], Any], rounds: int, repeat: int,
+             give_up_ratio: float) -> Timing:
     timing = Timing()
     # Warm-up: the first call pays one-off costs (allocations, lazy imports; through the sandbox even
     # the start of the submission's process), so it is never timed. The second decides whether the
@@ -120,13 +131,14 @@ def compare_speed(student: Callable[[], Any], reference: Callable[[], Any], *, r
         timing.student.append(student_time)
         timing.ratios.append(student_time / max(ref_time, 1e-9))
         timing.gave_up = True
-        return timing, student_result, ref_result
+        timing.student_result, timing.reference_result = student_result, ref_result
+        return timing
     for r in range(rounds):
         _time_round(timing, student, reference, r, repeat)
     if near_an_edge(timing.ratio):
         for r in range(rounds, rounds + EXTRA_ROUNDS):
             _time_round(timing, student, reference, r, repeat)
-    return timing, timing.student_result, timing.reference_result
+    return timing
 
 
 def near_an_edge(ratio: float) -> bool:

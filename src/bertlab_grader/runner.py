@@ -85,14 +85,17 @@ def open_sandbox(hide: list[str], uid: int | None, unsafe_no_sandbox: bool):
     return Sandbox(**kwargs)
 
 
-def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sandbox: bool) -> None:
+def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sandbox: bool, gate=None) -> None:
     """A trusted grader worker: one warm sandbox, a preflight, then submissions in, results out.
 
     Messages to the main process: ("ready", preflight problem or None), ("fatal", cause),
     ("result", results dict), ("grader_failure", cause).
     Each worker's sandbox runs under its own unprivileged uid, because RLIMIT_NPROC counts processes
     per uid: with a shared uid, one student's fork bomb would starve the other workers' students.
+    ``gate`` (bertlab_grader.timing_gate.TimingGate): everything but the performance task's timings is
+    work; a timing has the machine to itself.
     """
+    from bertlab_grader import timing_gate
     from bertlab_grader.course import read_submission_sources
     from bertlab_grader.preflight import run_preflight
     from bertlab_grader.scoring import warm_up
@@ -100,11 +103,13 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
     import torch
 
     torch.set_num_threads(1)  # one core per worker: N workers share the machine without oversubscribing
+    timing_gate.install(gate, slot)
     sandbox = None
     try:
         sandbox = open_sandbox(hide, SANDBOX_UID_BASE + slot, unsafe_no_sandbox)
         warm_up()  # already done in the fork server (bertlab_grader/worker_preload.py); with spawn, done here
-        problem = run_preflight(sandbox, assignment)
+        with timing_gate.working():
+            problem = run_preflight(sandbox, assignment)
     except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
         conn.send(("fatal", f"{type(exc).__name__}: {exc}"))
         if sandbox is not None:
@@ -118,7 +123,9 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
                 break
             student, path = job
             try:
-                conn.send(("result", grade_sources(sandbox, read_submission_sources(path), student, assignment)))
+                with timing_gate.working():
+                    result = grade_sources(sandbox, read_submission_sources(path), student, assignment)
+                conn.send(("result", result))
             except Exception as exc:  # noqa: BLE001 - a grader failure or a grader bug: never the student's
                 conn.send(("grader_failure", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -128,11 +135,11 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
 class _Worker:
     """Main-process handle of one grader worker process."""
 
-    def __init__(self, ctx, hide, assignment, slot, unsafe_no_sandbox):
-        self.slot = slot
+    def __init__(self, ctx, hide, assignment, slot, unsafe_no_sandbox, gate=None):
+        self.slot, self.gate = slot, gate
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, hide, assignment, slot, unsafe_no_sandbox),
-                                   daemon=True)
+        self.process = ctx.Process(target=_worker_main,
+                                   args=(child, hide, assignment, slot, unsafe_no_sandbox, gate), daemon=True)
         self.process.start()
         child.close()
         self.ready = False
@@ -153,6 +160,8 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(5)
+        if self.gate is not None:  # it may have died working or timing: the others must not wait for it
+            self.gate.forget(self.slot)
 
 
 def _context():
@@ -169,9 +178,14 @@ def _context():
 
 
 def start_workers(n: int, hide: list[str], assignment: str, unsafe_no_sandbox: bool = False) -> list[_Worker]:
-    """Start ``n`` grader workers now; they warm up (seconds) while the caller prepares the course."""
+    """Start ``n`` grader workers now; they warm up (seconds) while the caller prepares the course.
+    They share one TimingGate (bertlab_grader/timing_gate.py), which this process joins as well."""
+    from bertlab_grader import timing_gate
+
     ctx = _context()
-    return [_Worker(ctx, hide, assignment, slot, unsafe_no_sandbox) for slot in range(n)]
+    gate = timing_gate.TimingGate(ctx, n)
+    timing_gate.install(gate, timing_gate.NO_ONE)
+    return [_Worker(ctx, hide, assignment, slot, unsafe_no_sandbox, gate) for slot in range(n)]
 
 
 class RunStopped(GraderFailure):
@@ -227,7 +241,7 @@ def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment:
                     elif not w.ready:
                         raise RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
                     w.kill()
-                    pool[i] = _Worker(ctx, hide, assignment, w.slot, unsafe_no_sandbox)
+                    pool[i] = _Worker(ctx, hide, assignment, w.slot, unsafe_no_sandbox, w.gate)
     finally:
         stop_workers(pool)
 
@@ -236,9 +250,13 @@ def stop_workers(pool: list[_Worker]) -> None:
     """Ask every worker to finish (its sandbox closes), then make sure each is gone."""
     for w in pool:
         w.stop()
+    from bertlab_grader import timing_gate
+
     for w in pool:
         w.process.join(10)
         w.kill()
+    if pool:
+        timing_gate.install(None, timing_gate.NO_ONE)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -497,9 +515,12 @@ def _record(course: Path, db_url: str | None, result: dict, digest: str, summary
     the grader's failure, not the student's."""
     from bertlab_grader import course as nbcourse
 
+    from bertlab_grader import timing_gate
+
     result = {**result, "submission_digest": digest}
     try:
-        nbcourse.record_result(course, result, db_url)
+        with timing_gate.working():  # not while a worker times
+            nbcourse.record_result(course, result, db_url)
     except Exception as exc:  # noqa: BLE001 - the gradebook or the disk: never the student's
         summary.not_graded[result["student"]] = f"the result could not be recorded: {type(exc).__name__}: {exc}"
         return
