@@ -34,6 +34,10 @@ RUN_BY = {
     "grade-one": "tests/test_runner.py::test_grade_one_json",
     "audit": "tests/test_audit.py::test_audit",
     "doctor": "tests/test_grading_trust.py::test_doctor",
+    "export": "tests/test_export.py::test_canvas_export_fills_a_new_column",
+    "report": "tests/test_report.py::test_report_command_writes_the_default_page",
+    "similar": "tests/test_similarity.py::test_cli_report_for_people",
+    "gradescope": "tests/test_gradescope.py::autograder_zip",
 }
 # Placeholders the docs use for values of a typed option.
 PLACEHOLDERS = {"N": "2", "T": "cka"}
