@@ -160,7 +160,7 @@ def test_zip_layout(autograder_zip):
 
 
 @pytest.mark.slow
-def test_reference_and_a_mutant_get_the_grade_of_grade_one(autograder, tmp_path):
+def test_reference_and_a_mutant_get_the_grade_of_grade_one(autograder, demo, tmp_path):
     from bertlab_grader.kit import reference_sources
     from bertlab_grader.mutants import load_bank
 
@@ -169,7 +169,12 @@ def test_reference_and_a_mutant_get_the_grade_of_grade_one(autograder, tmp_path)
     # The reference in a folder of the upload; the mutant as an uploaded zip (checked, then extracted).
     proc, document = _run(autograder, {f"week7/{name}": text.encode() for name, text in reference.items()})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert_same_grade(document, _grade_one(reference, tmp_path / "reference"), autograder)
+    # The kit's own grade of the reference: the demo cohort's alice hands in exactly these files, graded by
+    # `bertlab grade` (grade-one's grading, in a cohort) in the session's demo course; the digests prove it.
+    alice = demo["results"]["alice"]
+    assert alice["submission_digest"] == document["extra_data"]["bertlab"]["submission_digest"], \
+        "the demo's alice no longer hands in the reference: grade the reference with _grade_one here instead"
+    assert_same_grade(document, alice, autograder)
     assert "Graded: cka.py, pooling.py, siamese.py, retrieval.py (from the folder week7/)" in document["output"]
 
     archive = tmp_path / "upload.zip"
