@@ -91,15 +91,23 @@ def test_check_on_untouched_stubs_shows_every_task_not_started_and_names_cka(bun
     assert {t: recorded["tasks"][t]["status"] for t in TASKS} == dict.fromkeys(TASKS, "not started")
 
 
-def test_check_with_the_reference_code_passes_task_by_task_and_remembers(bundle):
+def test_check_with_the_reference_code_passes_task_by_task_from_anywhere_and_remembers(bundle, tmp_path):
+    """cka passes when checked from the bundle's exercises/ folder, and from elsewhere with --dir;
+    from elsewhere without --dir there is no workspace. Then pooling, from the bundle's root, and the
+    progress file remembers cka. (Each run costs seconds: the same cka run is not made twice.)"""
     use_solution(bundle, "cka")
-    result = run_check(bundle, "--task", "cka")
+    result = run_check(bundle, "--task", "cka", cwd=bundle / "exercises")
     assert result.returncode == 0, result.stdout + result.stderr
     passed, total, status = table_row(result.stdout, "cka")
     assert status == "passed" and passed == total > 0
     assert "Next: task pooling" in result.stdout
     first = json.loads((bundle / ".bertlab" / "progress.json").read_text())["tasks"]["cka"]
     assert first["status"] == "passed" and first["first_passed"]
+    elsewhere = run_check(bundle, "--task", "cka", "--dir", str(bundle / "exercises"), cwd=tmp_path)
+    assert elsewhere.returncode == 0 and table_row(elsewhere.stdout, "cka")[2] == "passed", elsewhere.stderr
+    lost = run_check(bundle, "--task", "cka", cwd=tmp_path)
+    assert lost.returncode == 2, lost.stdout + lost.stderr
+    assert "no exercises found" in lost.stderr and "--dir" in lost.stderr and "Traceback" not in lost.stderr
 
     use_solution(bundle, "pooling")
     result = run_check(bundle, "--task", "pooling")
@@ -151,17 +159,6 @@ def test_exercises_are_found_from_the_working_directory_or_dir(released, monkeyp
         find_workspace()
     with pytest.raises(UsageError, match="--dir .*docs.*cka.py"):
         find_workspace(released / "docs")
-
-
-def test_check_runs_from_a_subfolder_and_with_dir(bundle, tmp_path):
-    use_solution(bundle, "cka")
-    inside = run_check(bundle, "--task", "cka", cwd=bundle / "exercises")
-    assert inside.returncode == 0 and table_row(inside.stdout, "cka")[2] == "passed", inside.stdout + inside.stderr
-    elsewhere = run_check(bundle, "--task", "cka", "--dir", str(bundle / "exercises"), cwd=tmp_path)
-    assert elsewhere.returncode == 0 and table_row(elsewhere.stdout, "cka")[2] == "passed", elsewhere.stderr
-    lost = run_check(bundle, "--task", "cka", cwd=tmp_path)
-    assert lost.returncode == 2, lost.stdout + lost.stderr
-    assert "no exercises found" in lost.stderr and "--dir" in lost.stderr and "Traceback" not in lost.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -124,6 +124,21 @@ def _all_text(root: Path) -> str:
     return "\n".join(p.read_bytes().decode("utf-8", "replace") for p in root.rglob("*") if p.is_file())
 
 
+@pytest.fixture(scope="module", autouse=True)
+def alembic_head_asked_once():
+    """nbgrader stamps every new gradebook with its alembic head, which it asks a subprocess for
+    (``alembic heads``: about 5 s of CPU, mostly imports). The answer is a constant of the installed
+    nbgrader: the first new gradebook of this module asks for real, the others reuse the answer.
+    Each gradebook's tables are still created, and stamped, by nbgrader itself."""
+    import functools
+
+    import nbgrader.api
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nbgrader.api, "get_alembic_version", functools.cache(nbgrader.api.get_alembic_version))
+        yield
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     base = tmp_path_factory.mktemp("nbcourse")

