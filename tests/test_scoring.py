@@ -94,6 +94,29 @@ def test_timeouts_and_crashes_from_the_sandbox_are_classified():
     assert all("SIGKILL" in t["message"] and t["points"] == 0 for t in crashed["tests"])
 
 
+def test_after_two_timeouts_a_task_stops_waiting():
+    """Each timeout costs the whole per-call limit: after TIMEOUTS_PER_TASK of them in one task, its other
+    tests are scored as timeouts without being tried (so one endless loop cannot stretch a grading to
+    minutes), and they say why."""
+    from bertlab_grader.remote import SubmissionTimeout
+
+    def hangs(*args, **kwargs):
+        raise SubmissionTimeout("no answer within 20 s")
+
+    solutions = _solutions()
+    hanging_siamese = SimpleNamespace(**{name: getattr(solutions.siamese, name) for name in dir(solutions.siamese)
+                                         if not name.startswith("__")})
+    hanging_siamese.create_sbert = hangs
+    for task, impl in (("pooling", _fake(masked_mean_pool=hangs)),
+                       ("siamese", SimpleNamespace(name="fake", cka=solutions.cka, pooling=solutions.pooling,
+                                                   siamese=hanging_siamese, retrieval=solutions.retrieval))):
+        result = run_hidden_suite(impl, student="t", tasks=(task,), hints=False)
+        outcomes = [t["outcome"] for t in result["tests"]]
+        not_tried = [t for t in result["tests"] if "not run: " in t["message"]]
+        assert set(outcomes) == {"timeout"}, (task, outcomes)
+        assert len(not_tried) == len(outcomes) - scoring.TIMEOUTS_PER_TASK > 0, (task, [t["message"] for t in result["tests"]])
+
+
 def test_a_students_own_assert_is_an_error_of_their_code():
     def asserts(hidden_states, attention_mask):
         assert hidden_states.dim() == 99, "my own sanity check"

@@ -508,7 +508,7 @@ def next_step(run: CheckRun, progress: Optional[dict] = None) -> str:
     task = next_task(run, progress)
     if task is None:
         return ("Next: all four tasks pass. Compare your lesson figures with the reference ones: "
-                "`bertlab lesson --impl exercises` (docs/self-paced.md lists them).")
+                "`bertlab lesson` (docs/self-paced.md lists them).")
     report = run.reports.get(task)
     if report is None:
         return f"Next: task {task} (exercises/{task}.py). Check it with `bertlab check --task {task}`."
