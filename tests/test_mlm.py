@@ -117,34 +117,20 @@ def test_a_missing_checkpoint_says_what_to_do():
         mlm.next_sentence(NOT_CACHED, None, "One.", "Two.")
 
 
-def test_split_sentences_and_pairs():
+def test_split_sentences():
     text = ("The opening is slow but rewarding. Then the middle act drags on forever! "
             "Ok. Does the ending work at all? I think it mostly does.")
     assert mlm.split_sentences(text) == [
         "The opening is slow but rewarding.", "Then the middle act drags on forever!",
         "Does the ending work at all?", "I think it mostly does."]
-    reviews = [f"Review {r} sentence one is here. Review {r} sentence two is here. Review {r} sentence three is here."
-               for r in range(6)]
-    pairs = mlm.sentence_pairs(reviews, seed=0)
-    assert pairs == mlm.sentence_pairs(reviews, seed=0), "pairs must be deterministic in the seed"
-    assert {label for _, _, label in pairs} == {0, 1}
-    for a, b, label in pairs:
-        same_review = a.split()[1] == b.split()[1]
-        if label == 0:  # the true next sentence
-            assert same_review and reviews[int(a.split()[1])].index(b) > reviews[int(a.split()[1])].index(a)
-        else:
-            assert not same_review
-    with pytest.raises(ValueError, match="two reviews"):
-        mlm.sentence_pairs(["Just one review. With two sentences here."])
-
 
 
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path / "c"))
-    assert mlm.cache_dir() == tmp_path / "c"
+    assert lesson.cache_root() == tmp_path / "c"
     monkeypatch.delenv("BERTLAB_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert mlm.cache_dir() == tmp_path / "xdg" / "bertlab"
+    assert lesson.cache_root() == tmp_path / "xdg" / "bertlab"
 
 
 def test_segment_pairs_are_consecutive_spans_or_spans_of_another_review():

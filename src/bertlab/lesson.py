@@ -156,9 +156,10 @@ _CACHE_ENTRY = re.compile(r"^\.?[a-z][a-z0-9]*(-[a-z0-9]+)*-[0-9a-f]{12}([.].*)?
 
 def cache_root() -> Path:
     """The kit's cache folder: $BERTLAB_CACHE_DIR, else $XDG_CACHE_HOME/bertlab, else ~/.cache/bertlab."""
-    from .mlm import cache_dir
-
-    return cache_dir()
+    if os.environ.get("BERTLAB_CACHE_DIR"):
+        return Path(os.environ["BERTLAB_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "bertlab"
 
 
 def _size(path: Path) -> int:

@@ -198,39 +198,6 @@ def split_sentences(text: str, min_words: int = 4, max_words: int = 40) -> list[
     return [s for s in pieces if min_words <= len(s.split()) <= max_words]
 
 
-def sentence_pairs(texts: Sequence[str], seed: int = 0) -> list[tuple[str, str, int]]:
-    """BERT-style pairs ``(a, b, label)``: label 0 when b is the sentence after a in the same review,
-    1 when b is a random sentence from another review (about half each, like BERT's NSP data)."""
-    rng = random.Random(seed)
-    reviews = [split_sentences(t) for t in texts]
-    reviews = [r for r in reviews if len(r) >= 2]
-    if len(reviews) < 2:
-        raise ValueError("need at least two reviews with two usable sentences each to build sentence pairs.")
-    pairs = []
-    for index, sentences in enumerate(reviews):
-        for i in range(len(sentences) - 1):
-            if rng.random() < 0.5:
-                pairs.append((sentences[i], sentences[i + 1], 0))
-            else:
-                other = rng.randrange(len(reviews) - 1)
-                other += other >= index  # any review but this one
-                pairs.append((sentences[i], rng.choice(reviews[other]), 1))
-    rng.shuffle(pairs)
-    return pairs
-
-
-# ---------------------------------------------------------------------------------------------
-# The kit's cache folder (the kit's other modules keep what they compute there)
-# ---------------------------------------------------------------------------------------------
-
-def cache_dir() -> Path:
-    """Where the kit keeps what it computes: $BERTLAB_CACHE_DIR, else $XDG_CACHE_HOME/bertlab, else ~/.cache/bertlab."""
-    if os.environ.get("BERTLAB_CACHE_DIR"):
-        return Path(os.environ["BERTLAB_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "bertlab"
-
-
 # ---------------------------------------------------------------------------------------------
 # The review data the kit's heads were trained and are measured on
 # ---------------------------------------------------------------------------------------------

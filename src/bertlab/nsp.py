@@ -77,9 +77,9 @@ def encode_segments(encoder: nn.Module, tokenizer, texts: Sequence[str],
                     batch_size: int = 32) -> tuple[Float[Tensor, "N H"], Int[Tensor, "N"]]:
     """``(vectors [N, H], lengths [N])``: each text's unit-length mean-pooled vector (encoded alone, at most
     256 tokens) and its number of word pieces ([CLS] and [SEP] not counted), in order."""
-    was_training = encoder.training
-    encoder.eval()
-    try:
+    from .mlm import _EvalMode
+
+    with _EvalMode(encoder):
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths share a batch: less padding
         vectors = torch.zeros(len(texts), encoder.config.hidden_size)
         lengths = torch.zeros(len(texts), dtype=torch.long)
@@ -90,8 +90,6 @@ def encode_segments(encoder: nn.Module, tokenizer, texts: Sequence[str],
             vectors[chunk] = mean_pooled(encoder, batch["input_ids"], batch["attention_mask"])
             lengths[chunk] = batch["attention_mask"].sum(-1) - 2
         return vectors, lengths
-    finally:
-        encoder.train(was_training)
 
 
 class NextSentenceHead(nn.Module):
