@@ -1,10 +1,14 @@
 """Identical submissions, identical grades: the same few submissions graded many times over, within
 one cohort and across runs, with the grader's workers busy.
 
-    python benchmarks/repeat_grading.py [--copies 20] [--runs 2] [--workers 2]
+    python benchmarks/repeat_grading.py [--copies 20] [--runs 2] [--workers 2] [--no-record]
 
-Each run builds a fresh course holding COPIES copies of every probe submission and grades it with
-`bertlab grade` (sandboxed, WORKERS parallel graders). The probe submissions: the reference, the two
+The first run builds a course holding COPIES copies of every probe submission and grades it with
+`bertlab grade` (sandboxed, WORKERS parallel graders); each later run grades the same course again, as
+`bertlab grade --regrade-all` does. As `bertlab grade` does, the copies of a submission share one
+speed measurement (bertlab_grader/timing_record.py). With --no-record the grader keeps no record: every
+grading of every copy measures its speed afresh (and each run starts from a fresh course), which shows
+the spread of the measurement itself. The probe submissions: the reference, the two
 correct-but-slower variants of the bank (var_pool_loop, var_ret_loop: the half band), and the
 correct submissions of the outside bank (tests/outside_bank/correct_*: written apart from the kit).
 
@@ -46,11 +50,18 @@ def probe_submissions() -> dict[str, dict[str, str]]:
     return found
 
 
-def grade_once(submissions: dict, copies: int, workers: int, workdir: Path) -> tuple[float, dict]:
+def grade_once(submissions: dict, copies: int, workers: int, workdir: Path, record: bool) -> tuple[float, dict]:
     from bertlab_grader.course import load_results
     from bertlab_grader.runner import grade_course
 
     course = workdir / "course"
+    if course.exists() and record:  # a regrade of the same course
+        start = time.monotonic()
+        code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, regrade_all=True)
+        elapsed = time.monotonic() - start
+        if code != 0:
+            raise SystemExit(f"bertlab grade exited {code}: not every submission was graded")
+        return elapsed, load_results(course, ASSIGNMENT)
     shutil.rmtree(course, ignore_errors=True)
     for name, files in submissions.items():
         for i in range(copies):
@@ -59,7 +70,7 @@ def grade_once(submissions: dict, copies: int, workers: int, workdir: Path) -> t
             for filename, text in files.items():
                 (folder / filename).write_text(text)
     start = time.monotonic()
-    code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True)
+    code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, keep_timings=record)
     elapsed = time.monotonic() - start
     if code != 0:
         raise SystemExit(f"bertlab grade exited {code}: not every submission was graded")
@@ -71,6 +82,8 @@ def main(argv=None) -> int:
     parser.add_argument("--copies", type=int, default=20, help="copies of each submission per cohort")
     parser.add_argument("--runs", type=int, default=2, help="cohorts graded one after the other")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-record", action="store_true",
+                        help="keep no timing record: every grading measures afresh (the protocol's own spread)")
     args = parser.parse_args(argv)
 
     submissions = probe_submissions()
@@ -80,7 +93,7 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bertlab-repeat-"))
     try:
         for _ in range(args.runs):
-            elapsed, results = grade_once(submissions, args.copies, args.workers, workdir)
+            elapsed, results = grade_once(submissions, args.copies, args.workers, workdir, not args.no_record)
             seconds.append(round(elapsed, 1))
             for student, result in results.items():
                 name = student.rsplit("--", 1)[0]
@@ -96,6 +109,7 @@ def main(argv=None) -> int:
 
     graded = args.copies * args.runs
     report = {"copies_per_cohort": args.copies, "runs": args.runs, "workers": args.workers,
+              "timing_record": not args.no_record,
               "gradings_per_submission": graded, "seconds_per_run": seconds, "submissions": {}}
     identical = True
     for name in submissions:

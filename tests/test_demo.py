@@ -8,6 +8,7 @@ that installation itself).
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,20 @@ def test_demo_results_match_the_published_schema(demo):
     for student, result in demo["results"].items():
         check_results_schema(result)
         assert result["sandboxed"] is True and result["submission_digest"].startswith("sha256:"), student
+
+
+def test_demo_identical_files_get_identical_speed_points(demo):
+    """frank handed in alice's files (as a zip): one speed measurement, kept in the course, serves both
+    (bertlab_grader/timing_record.py), so their performance points cannot differ by chance."""
+    alice, frank = (demo["results"][s] for s in ("alice", "frank"))
+    speed = lambda result: [(t["name"], t["points"], t["ratio"]) for t in result["tests"]  # noqa: E731
+                            if t["task"] == "performance"]
+    assert len(speed(alice)) == 3 and speed(alice) == speed(frank)
+    from bertlab_grader.course import read_submission_sources
+    from bertlab_grader.timing_record import submission_digest
+
+    digests = {s: submission_digest(read_submission_sources(demo["course"] / "submitted" / s / "week7"))
+               for s in ("alice", "frank")}
+    assert digests["alice"] == digests["frank"], "the zip should hold alice's files byte for byte"
+    record = json.loads((demo["course"] / ".bertlab" / "timings-week7.json").read_text())
+    assert set(record["submissions"][digests["alice"]]) == {"linear_cka", "masked_mean_pool", "semantic_search"}

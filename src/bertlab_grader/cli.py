@@ -27,7 +27,7 @@ def _cmd_grade(args) -> int:
 
     return grade_course(Path(args.course), assignment=args.assignment, workers=args.workers, db_url=args.db_url,
                         regrade=args.regrade or (), regrade_all=args.regrade_all,
-                        unsafe_no_sandbox=args.unsafe_no_sandbox)
+                        unsafe_no_sandbox=args.unsafe_no_sandbox, retime=args.retime)
 
 
 def _cmd_grade_one(args) -> int:
@@ -88,6 +88,9 @@ def register(sub) -> None:
     p.add_argument("--db-url", default=None, help="gradebook SQLAlchemy URL (default: the course's nbgrader config)")
     p.add_argument("--regrade", nargs="+", metavar="ID", help="grade these students again even if unchanged")
     p.add_argument("--regrade-all", action="store_true", help="grade every submission again")
+    p.add_argument("--retime", action="store_true",
+                   help="time every submission graded now again, instead of reusing the speed measured "
+                        "for identical files (COURSE/.bertlab/timings-<assignment>.json)")
     _grading_flags(p)
     p.set_defaults(func=_cmd_grade)
 

@@ -23,6 +23,8 @@ Trust first:
   named --unsafe-no-sandbox (and then every results.json says ``"sandboxed": false``).
 - Resubmissions are noticed: results.json records a digest of the submitted files; a later run
   regrades a submission whose files changed and skips the unchanged ones.
+- Identical files, identical points: each distinct submission's speed is measured once, and a copy
+  (or a regrade) reuses that measurement (bertlab_grader/timing_record.py; `--retime` measures again).
 - Every folder under submitted/ is accounted for in the closing summary.
 
 Nothing is lost: each finished submission is recorded (gradebook, autograded notebook, results.json
@@ -85,7 +87,8 @@ def open_sandbox(hide: list[str], uid: int | None, unsafe_no_sandbox: bool):
     return Sandbox(**kwargs)
 
 
-def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sandbox: bool, gate=None) -> None:
+def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sandbox: bool, gate=None,
+                 timings: str | None = None) -> None:
     """A trusted grader worker: one warm sandbox, a preflight, then submissions in, results out.
 
     Messages to the main process: ("ready", preflight problem or None), ("fatal", cause),
@@ -94,8 +97,10 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
     per uid: with a shared uid, one student's fork bomb would starve the other workers' students.
     ``gate`` (bertlab_grader.timing_gate.TimingGate): everything but the performance task's timings is
     work; a timing has the machine to itself.
+    ``timings``: the course's timing record (bertlab_grader/timing_record.py), or None to keep none: each
+    distinct submission is timed once, and identical files reuse that measurement.
     """
-    from bertlab_grader import timing_gate
+    from bertlab_grader import timing_gate, timing_record
     from bertlab_grader.course import read_submission_sources
     from bertlab_grader.preflight import run_preflight
     from bertlab_grader.scoring import warm_up
@@ -105,7 +110,10 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
     torch.set_num_threads(1)  # one core per worker: N workers share the machine without oversubscribing
     timing_gate.install(gate, slot)
     sandbox = None
+    record = None
     try:
+        if timings is not None:
+            record = timing_record.TimingRecord(Path(timings), timing_record.protocol_digest())
         sandbox = open_sandbox(hide, SANDBOX_UID_BASE + slot, unsafe_no_sandbox)
         warm_up()  # already done in the fork server (bertlab_grader/worker_preload.py); with spawn, done here
         with timing_gate.working():
@@ -123,8 +131,9 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
                 break
             student, path = job
             try:
-                with timing_gate.working():
-                    result = grade_sources(sandbox, read_submission_sources(path), student, assignment)
+                sources = read_submission_sources(path)
+                with timing_gate.working(), timing_record.use(record, sources):
+                    result = grade_sources(sandbox, sources, student, assignment)
                 conn.send(("result", result))
             except Exception as exc:  # noqa: BLE001 - a grader failure or a grader bug: never the student's
                 conn.send(("grader_failure", f"{type(exc).__name__}: {exc}"))
@@ -135,11 +144,12 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
 class _Worker:
     """Main-process handle of one grader worker process."""
 
-    def __init__(self, ctx, hide, assignment, slot, unsafe_no_sandbox, gate=None):
-        self.slot, self.gate = slot, gate
+    def __init__(self, ctx, hide, assignment, slot, unsafe_no_sandbox, gate=None, timings=None):
+        self.slot, self.gate, self.timings = slot, gate, timings
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_worker_main,
-                                   args=(child, hide, assignment, slot, unsafe_no_sandbox, gate), daemon=True)
+                                   args=(child, hide, assignment, slot, unsafe_no_sandbox, gate, timings),
+                                   daemon=True)
         self.process.start()
         child.close()
         self.ready = False
@@ -177,15 +187,18 @@ def _context():
     return ctx
 
 
-def start_workers(n: int, hide: list[str], assignment: str, unsafe_no_sandbox: bool = False) -> list[_Worker]:
+def start_workers(n: int, hide: list[str], assignment: str, unsafe_no_sandbox: bool = False,
+                  timings: Path | None = None) -> list[_Worker]:
     """Start ``n`` grader workers now; they warm up (seconds) while the caller prepares the course.
-    They share one TimingGate (bertlab_grader/timing_gate.py), which this process joins as well."""
+    They share one TimingGate (bertlab_grader/timing_gate.py), which this process joins as well, and
+    the timing record at ``timings`` (bertlab_grader/timing_record.py; None: keep none)."""
     from bertlab_grader import timing_gate
 
     ctx = _context()
     gate = timing_gate.TimingGate(ctx, n)
     timing_gate.install(gate, timing_gate.NO_ONE)
-    return [_Worker(ctx, hide, assignment, slot, unsafe_no_sandbox, gate) for slot in range(n)]
+    where = str(timings) if timings is not None else None
+    return [_Worker(ctx, hide, assignment, slot, unsafe_no_sandbox, gate, where) for slot in range(n)]
 
 
 class RunStopped(GraderFailure):
@@ -241,7 +254,7 @@ def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment:
                     elif not w.ready:
                         raise RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
                     w.kill()
-                    pool[i] = _Worker(ctx, hide, assignment, w.slot, unsafe_no_sandbox, w.gate)
+                    pool[i] = _Worker(ctx, hide, assignment, w.slot, unsafe_no_sandbox, w.gate, w.timings)
     finally:
         stop_workers(pool)
 
@@ -389,20 +402,26 @@ def _check_sandbox(unsafe_no_sandbox: bool) -> None:
 
 def grade_course(course: Path, assignment: str = "week7", workers: int | None = None,
                  db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
-                 unsafe_no_sandbox: bool = False) -> int:
+                 unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True) -> int:
     """Grade every submission of ``assignment`` that is new or changed (or named by ``regrade``);
     record, export, feedback; print the gradebook and a summary. Returns the exit code (0, 1, 2;
     see the module docstring). Raises UsageError for a usage or layout error, before any change."""
     summary = run_course(course, assignment, workers, db_url, quiet, regrade=regrade, regrade_all=regrade_all,
-                         unsafe_no_sandbox=unsafe_no_sandbox)
+                         unsafe_no_sandbox=unsafe_no_sandbox, retime=retime, keep_timings=keep_timings)
     return summary.exit_code
 
 
 def run_course(course: Path, assignment: str = "week7", workers: int | None = None,
                db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
-               unsafe_no_sandbox: bool = False) -> RunSummary:
-    """``grade_course``, returning the RunSummary."""
+               unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True) -> RunSummary:
+    """``grade_course``, returning the RunSummary.
+
+    Speed: each distinct submission is timed once and identical files reuse that measurement, kept in
+    the course (bertlab_grader/timing_record.py). ``retime``: set the kept timings aside first, so every
+    submission graded now is timed again. ``keep_timings=False``: keep no record at all, every
+    grading measures (benchmarks/repeat_grading.py uses it to measure the protocol's own spread)."""
     from bertlab_grader import course as nbcourse
+    from bertlab_grader import timing_record
     from bertlab_grader.scoring import max_points_by_task
 
     course = Path(course).resolve()
@@ -445,7 +464,10 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     preparing.start()
     pool = []
     try:
-        pool = start_workers(workers, hide, assignment, unsafe_no_sandbox) if todo else []
+        if retime:
+            timing_record.set_aside(course, assignment)
+        timings = timing_record.record_path(course, assignment) if keep_timings else None
+        pool = start_workers(workers, hide, assignment, unsafe_no_sandbox, timings) if todo else []
         preparing.join()
         if "error" in prepared:
             error = prepared["error"]

@@ -1,8 +1,9 @@
 """Hidden suite, task performance: linear_cka, masked_mean_pool and semantic_search against the
 reference, on the same inputs, in the same run, interleaved (grader/performance.py).
 
-Points by band of the median time ratio (<= 2x full, <= 20x half, else none), and only for a right
-answer. A partial score is recorded as the user property ``bertlab_points_fraction`` and the test
+Points by band of the median of paired time ratios (<= 2x full, <= 20x half, else none), and only
+for a right answer. In a cohort run, identical files reuse the first measurement
+(grader/timing_record.py). A partial score is recorded as the user property ``bertlab_points_fraction`` and the test
 fails with a message saying how fast the code was; grader/scoring.py turns that into points.
 
 Inputs are sent to the sandbox once (grader/performance.py: student_call); each timed call works on a
@@ -43,9 +44,9 @@ def test_linear_cka_speed(impl, reference, record_property):
     g = generator(500)
     X = torch.randn(1024, 256, generator=g)
     Y = X[:, :192] @ torch.randn(192, 192, generator=g) + torch.randn(1024, 192, generator=g)
-    # About 5 ms a call: the trip through the sandbox is small next to it, so single calls per round.
+    # About 5 ms a call: the trip through the sandbox is small next to it.
     timing, got, want = compare_speed(student_call(impl, impl.cka.linear_cka, X, Y),
-                                      reference_call(impl, reference.cka.linear_cka, X, Y), rounds=5, repeat=1)
+                                      reference_call(impl, reference.cka.linear_cka, X, Y), name="linear_cka")
     right = abs(float(got) - float(want)) <= 1e-6
     score_speed(record_property, timing, "linear_cka(X [1024, 256], Y [1024, 192])", right,
                 f"{float(got):.6g} vs {float(want):.6g}")
@@ -58,7 +59,8 @@ def test_masked_mean_pool_speed(impl, reference, record_property):
     hidden = torch.randn(512, 16, 128, generator=g)
     mask = (torch.arange(16)[None, :] < torch.randint(1, 17, (512, 1), generator=g)).long()
     timing, got, want = compare_speed(student_call(impl, impl.pooling.masked_mean_pool, hidden, mask),
-                                      reference_call(impl, reference.pooling.masked_mean_pool, hidden, mask))
+                                      reference_call(impl, reference.pooling.masked_mean_pool, hidden, mask),
+                                      name="masked_mean_pool")
     right = isinstance(got, torch.Tensor) and close(got, want, 1e-5)
     score_speed(record_property, timing, "masked_mean_pool(hidden [512, 16, 128], mask)", right,
                 "shape or values differ")
@@ -69,10 +71,10 @@ def test_semantic_search_speed(impl, reference, record_property):
     g = generator(502)
     corpus = torch.randn(8192, 128, generator=g)
     queries = torch.randn(32, 128, generator=g)
-    # About 3 ms a call: single calls per round, as for linear_cka.
+    # About 3 ms a call.
     timing, got, want = compare_speed(student_call(impl, impl.retrieval.semantic_search, queries, corpus, top_k=10),
                                       reference_call(impl, reference.retrieval.semantic_search, queries, corpus, top_k=10),
-                                      rounds=5, repeat=1)
+                                      name="semantic_search")
     right = (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], torch.Tensor)
              and close(got[0], want[0], 1e-5) and got[1].shape == want[1].shape
              # Hits whose cosines differ by round-off may come in either order (retrieval's own rule).
