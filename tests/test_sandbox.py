@@ -576,3 +576,35 @@ def test_text_for_the_student_names_no_sandbox_side_folders(sb):
     assert "torch/__init__.py.missing" in str(library.value) and "bertlab/__init__.py.missing" in str(kit.value)
     for text in texts:
         assert str(KIT) not in text and sys.prefix not in text and os.path.realpath(sys.prefix) not in text, text
+
+
+HEAP_PROBE = '''
+import torch
+
+def big_block_is_on_the_heap():
+    """Whether an 8 MiB tensor comes from the heap (malloc's thresholds pinned) or fresh pages."""
+    block = torch.empty(2**21)  # 8 MiB of float32
+    address = block.data_ptr()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if line.rstrip().endswith("[heap]"):
+                low, high = (int(x, 16) for x in line.split()[0].split("-"))
+                if low <= address < high:
+                    return True
+    return False
+'''
+
+
+def test_timed_code_allocates_on_a_steady_footing_on_both_sides(sb):
+    """The performance task pins glibc's malloc thresholds in the sandbox (its environment) and in the
+    grader (performance.steady_allocator): a buffer of megabytes then comes from the heap on both
+    sides, instead of fresh pages whose faults depend on each process's history (docs/hidden-suites.md,
+    "Where the spread comes from")."""
+    from bertlab_grader.performance import steady_allocator
+
+    with sb.session({"cka.py": HEAP_PROBE}) as impl:
+        assert impl.cka.big_block_is_on_the_heap() is True, "the sandbox's malloc is not pinned"
+    namespace: dict = {}
+    exec(HEAP_PROBE, namespace)
+    assert steady_allocator() is True
+    assert namespace["big_block_is_on_the_heap"]() is True, "the grader's malloc is not pinned"

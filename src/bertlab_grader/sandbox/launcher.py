@@ -45,6 +45,7 @@ from typing import Iterable, Optional
 from bertlab_grader import rpc
 from bertlab_grader.failures import GraderFailure
 from bertlab_grader.kit import KIT_ROOT
+from bertlab_grader.performance import STEADY_MALLOC_ENV
 from bertlab_grader.remote import (Remote, RemoteImplementation, StudentError, SubmissionCrashed, SubmissionTimeout,
                            _HandleRef, student_exception)
 
@@ -520,7 +521,9 @@ class Sandbox:
                 "LANG": "C.UTF-8", "PYTHONPATH": os.pathsep.join(roots), "PYTHONDONTWRITEBYTECODE": "1",
                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
                 "TOKENIZERS_PARALLELISM": "false", "XDG_CACHE_HOME": "/tmp/.cache",
-                "MPLCONFIGDIR": "/tmp/.matplotlib"}
+                "MPLCONFIGDIR": "/tmp/.matplotlib",
+                # malloc on the same steady footing as the grader's side of a timing (performance.py)
+                **STEADY_MALLOC_ENV}
 
     def scrub(self, text: str) -> str:
         """``text`` (something the submission's process wrote) without the folders of the kit and
