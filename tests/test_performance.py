@@ -145,3 +145,15 @@ def test_the_protocol_digest_covers_the_reference_and_the_suite():
 
     assert len(timing_record.protocol_digest()) == 64
     assert (SUITES_DIR / "test_hidden_performance.py").is_file() and list(REFERENCE_DIR.glob("*.py"))
+
+
+def test_bertlab_grade_retime_reaches_the_runner(monkeypatch, tmp_path):
+    """`bertlab grade COURSE --retime` asks the runner to set the record aside; without it, it keeps it."""
+    from bertlab import cli
+    from bertlab_grader import runner
+
+    calls = []
+    monkeypatch.setattr(runner, "grade_course", lambda course, **kwargs: calls.append(kwargs) or 0)
+    assert cli.main(["grade", str(tmp_path), "--retime"]) == 0
+    assert cli.main(["grade", str(tmp_path)]) == 0
+    assert [c["retime"] for c in calls] == [True, False]

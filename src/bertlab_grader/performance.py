@@ -18,13 +18,13 @@ from run to run.
 
 Both processes allocate on a steady footing (``steady_allocator``): glibc's malloc otherwise decides,
 from each process's own history, whether a buffer of megabytes comes from fresh pages (a page fault
-per 4 KiB, on every call) or from memory it already holds, and that alone made the same code measure
-1.0x in one sandboxed process and 1.45x in the next (docs/hidden-suites.md, "Where the spread comes
-from").
+per 4 KiB, on every call) or from memory it already holds, and that alone made the reference measure
+1.02x against itself in one sandboxed process and 1.43x in another (docs/hidden-suites.md, "Where the
+spread comes from").
 
-A measurement still scatters a little (the same code: a few percent), so code whose true ratio sits
-on an edge could land in either band from one grading to the next. In a cohort run the first
-measurement of each distinct submission is therefore kept and reused for identical files
+A measurement still scatters (the same code: about 10-15% between fresh processes), so code whose
+true ratio sits on an edge could land in either band from one grading to the next. In a cohort run
+the first measurement of each distinct submission is therefore kept and reused for identical files
 (``bertlab_grader.timing_record``): identical files, identical points.
 
 Only a right answer earns speed points: the submission's output must match the reference's on the
@@ -59,12 +59,12 @@ from typing import Any, Callable, Optional
 
 # (largest ratio, fraction of the points), checked in order; anything slower scores 0.
 BANDS: tuple[tuple[float, float], ...] = ((2.0, 1.0), (20.0, 0.5))
-PAIRS = 24
+PAIRS = 16
 GIVE_UP_RATIO = 50.0
 # Near a band edge one measurement decides a band, so it gets more: a ratio within a factor
 # EDGE_MARGIN of an edge after PAIRS pairs is measured for EXTRA_PAIRS more before it is scored.
 EDGE_MARGIN = 1.25
-EXTRA_PAIRS = 72
+EXTRA_PAIRS = 48
 
 # glibc malloc, pinned on both sides of a timing (steady_allocator; the sandbox gets STEADY_MALLOC_ENV).
 # By default malloc serves a block over a threshold with fresh pages and moves that threshold as the

@@ -1,9 +1,9 @@
 """The performance task's record: each distinct submission is timed once, and identical files reuse that
 measurement, so identical submissions get identical points.
 
-A timing is a measurement, and even the paired protocol of ``bertlab_grader.performance`` scatters by a
-few percent from one grading to the next (docs/hidden-suites.md, "Identical submissions, identical
-grades"). Code whose true ratio sits on a band edge (correct code measured at 1.9x to 2.1x, against an
+A timing is a measurement, and even the paired protocol of ``bertlab_grader.performance`` scatters by
+10-15% from one grading to the next (docs/hidden-suites.md, "Identical submissions, identical
+grades"). Code whose true ratio sits on a band edge (correct code measured at 1.8x to 2.3x, against an
 edge at 2x) would land in either band by chance, and two students who handed in the same files could
 get different points. So a cohort run (``bertlab grade``) keeps, per course and assignment, what it
 measured for each distinct submission:
