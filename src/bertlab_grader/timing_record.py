@@ -38,7 +38,6 @@ import hashlib
 import json
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
@@ -129,15 +128,15 @@ class TimingRecord:
         return None
 
     def put(self, name: str, timing: dict) -> None:
-        """Keep ``timing`` (plain numbers) as this submission's measurement of ``name``. Written atomically."""
+        """Keep ``timing`` (plain numbers) as this submission's measurement of ``name``. Call it under
+        ``locked()``; written atomically."""
         submissions = self._read()
         submissions.setdefault(self.submission, {})[name] = {
             "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "timing": timing}
         data = {"format": FORMAT, "protocol": self.protocol, "submissions": submissions}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-        with os.fdopen(handle, "w") as out:
-            json.dump(data, out, indent=1, sort_keys=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")  # under the lock: one writer at a time
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
         os.replace(tmp, self.path)
 
 
