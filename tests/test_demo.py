@@ -90,8 +90,9 @@ def test_demo_identical_files_get_identical_speed_points(demo):
     from bertlab_grader.course import read_submission_sources
     from bertlab_grader.timing_record import submission_digest
 
-    digests = {s: submission_digest(read_submission_sources(demo["course"] / "submitted" / s / "week7"))
-               for s in ("alice", "frank")}
+    folders = {"alice": demo["course"] / "submitted" / "alice" / "week7",
+               "frank": demo["course"] / ".bertlab" / "staging" / "week7" / "frank"}  # his zip, as graded
+    digests = {s: submission_digest(read_submission_sources(folder)) for s, folder in folders.items()}
     assert digests["alice"] == digests["frank"], "the zip should hold alice's files byte for byte"
     record = json.loads((demo["course"] / ".bertlab" / "timings-week7.json").read_text())
     assert set(record["submissions"][digests["alice"]]) == {"linear_cka", "masked_mean_pool", "semantic_search"}
