@@ -161,9 +161,11 @@ def test_cannot_read_solutions_hidden_tests_or_the_graders_memory(sb):
     assert "### BEGIN SOLUTION" not in output and "def test_" not in output
     assert secrets["mem"].startswith("ERR") and secrets["environ"].startswith("ERR")
     assert secrets["fd"].startswith("ERR") and secrets["uid"] == 65534
+    from bertlab_grader.performance import STEADY_MALLOC_ENV  # malloc's pinned thresholds: no secret
+
     assert set(secrets["env"]) <= {"PATH", "HOME", "LANG", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "HF_HUB_OFFLINE",
                                    "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "TOKENIZERS_PARALLELISM",
-                                   "XDG_CACHE_HOME", "MPLCONFIGDIR", "TMPDIR", "PWD"}
+                                   "XDG_CACHE_HOME", "MPLCONFIGDIR", "TMPDIR", "PWD", *STEADY_MALLOC_ENV}
 
 
 def test_cannot_write_outside_its_scratch_space(sb, tmp_path_factory):
