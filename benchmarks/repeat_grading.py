@@ -55,22 +55,17 @@ def grade_once(submissions: dict, copies: int, workers: int, workdir: Path, reco
     from bertlab_grader.runner import grade_course
 
     course = workdir / "course"
-    if course.exists() and record:  # a regrade of the same course
-        start = time.monotonic()
-        code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, regrade_all=True)
-        elapsed = time.monotonic() - start
-        if code != 0:
-            raise SystemExit(f"bertlab grade exited {code}: not every submission was graded")
-        return elapsed, load_results(course, ASSIGNMENT)
-    shutil.rmtree(course, ignore_errors=True)
-    for name, files in submissions.items():
-        for i in range(copies):
-            folder = course / "submitted" / f"{name}--{i:02d}" / ASSIGNMENT
-            folder.mkdir(parents=True)
-            for filename, text in files.items():
-                (folder / filename).write_text(text)
+    regrade = course.exists() and record  # later runs regrade the same course, as --regrade-all does
+    if not regrade:
+        shutil.rmtree(course, ignore_errors=True)
+        for name, files in submissions.items():
+            for i in range(copies):
+                folder = course / "submitted" / f"{name}--{i:02d}" / ASSIGNMENT
+                folder.mkdir(parents=True)
+                for filename, text in files.items():
+                    (folder / filename).write_text(text)
     start = time.monotonic()
-    code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, keep_timings=record)
+    code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, regrade_all=regrade, keep_timings=record)
     elapsed = time.monotonic() - start
     if code != 0:
         raise SystemExit(f"bertlab grade exited {code}: not every submission was graded")

@@ -140,11 +140,22 @@ def test_without_a_record_or_a_name_every_grading_measures(machine, tmp_path):
     assert not _record(tmp_path).path.exists()
 
 
-def test_the_protocol_digest_covers_the_reference_and_the_suite():
-    from bertlab_grader.kit import REFERENCE_DIR, SUITES_DIR
+def test_the_protocol_digest_covers_the_reference_and_the_suite(monkeypatch, tmp_path):
+    """Edit a copy of the reference or of the hidden performance suite: the digest changes, so the
+    course's kept timings are set aside; the same files give the same digest."""
+    import shutil
 
-    assert len(timing_record.protocol_digest()) == 64
-    assert (SUITES_DIR / "test_hidden_performance.py").is_file() and list(REFERENCE_DIR.glob("*.py"))
+    from bertlab_grader import kit
+
+    before = timing_record.protocol_digest()
+    for attribute, edited in (("REFERENCE_DIR", "cka.py"), ("SUITES_DIR", "test_hidden_performance.py")):
+        copy = tmp_path / attribute
+        shutil.copytree(getattr(kit, attribute), copy, ignore=shutil.ignore_patterns("__pycache__"))
+        monkeypatch.setattr(kit, attribute, copy)
+        assert timing_record.protocol_digest() == before, f"an unchanged copy of {attribute}"
+        (copy / edited).write_text((copy / edited).read_text() + "\n# changed\n")
+        assert timing_record.protocol_digest() != before, f"{edited} is not part of the digest"
+        monkeypatch.undo()
 
 
 def test_bertlab_grade_retime_reaches_the_runner(monkeypatch, tmp_path):

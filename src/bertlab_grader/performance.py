@@ -50,6 +50,7 @@ See docs/hidden-suites.md ("Performance") for the sizes and the repeatability me
 from __future__ import annotations
 
 import ctypes
+import functools
 import statistics
 import sys
 import time
@@ -172,6 +173,7 @@ def compare_speed(student: Callable[[], Any], reference: Callable[[], Any], *, p
     return timing, timing.student_result, timing.reference_result
 
 
+@functools.cache  # once per process: the settings stay until the process ends
 def steady_allocator() -> bool:
     """Pin this process's malloc thresholds (see MMAP_THRESHOLD). Returns whether it could: only glibc
     has mallopt; elsewhere timings keep malloc's own behaviour."""

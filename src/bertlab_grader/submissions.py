@@ -427,9 +427,16 @@ def submission_digest(submission: Submission) -> str:
         if source.is_file() and not source.is_symlink():
             h.update(source.read_bytes())
     else:
-        for name, text in sorted(read_submission_sources(submission.path).items()):
-            h.update(name.encode() + b"\0" + text.encode() + b"\0")
+        return "sha256:" + sources_digest(read_submission_sources(submission.path))
     return "sha256:" + h.hexdigest()
+
+
+def sources_digest(sources) -> str:
+    """The hex sha256 of a submission's files ({filename: text}): names and text, in name order."""
+    h = hashlib.sha256()
+    for name, text in sorted(sources.items()):
+        h.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return h.hexdigest()
 
 
 def submitted_assignments(course_dir: str | os.PathLike) -> set[str]:

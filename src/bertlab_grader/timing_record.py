@@ -20,8 +20,8 @@ result on the timing input is computed afresh every time, so a right answer is s
 
 The key of a measurement is everything it depends on:
 
-- the submission's files, byte for byte (``submission_digest``): change one character and it is timed
-  again;
+- the submission's files, byte for byte (``submissions.sources_digest``, the digest results.json
+  records too): change one character and it is timed again;
 - the ``protocol`` (``protocol_digest``): the reference's code, the hidden performance suite, the
   protocol's own code, torch's version and the machine's processor. When any of these changes, the
   whole record is set aside and every submission is timed again.
@@ -42,22 +42,14 @@ import time
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
+from bertlab_grader.submissions import sources_digest
+
 FORMAT = 1
 
 
 def record_path(course: Path, assignment: str) -> Path:
     """Where a course keeps its timings of ``assignment``: ``COURSE/.bertlab/timings-<assignment>.json``."""
     return Path(course) / ".bertlab" / f"timings-{assignment}.json"
-
-
-def submission_digest(sources: Mapping[str, str]) -> str:
-    """The sha256 of a submission's files ({filename: text}), names and bytes, in name order."""
-    digest = hashlib.sha256()
-    for name in sorted(sources):
-        for part in (name, sources[name]):
-            digest.update(part.encode("utf-8", "surrogatepass"))
-            digest.update(b"\0")
-    return digest.hexdigest()
 
 
 def protocol_digest() -> str:
@@ -149,7 +141,7 @@ def use(record: Optional[TimingRecord], sources: Mapping[str, str]) -> Iterator[
     submission made of ``sources`` in ``record`` (nothing happens when ``record`` is None)."""
     global _current
     before = _current
-    _current = record.for_submission(submission_digest(sources)) if record is not None else None
+    _current = record.for_submission(sources_digest(sources)) if record is not None else None
     try:
         yield
     finally:
