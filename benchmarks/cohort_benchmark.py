@@ -28,7 +28,7 @@ import nbformat
 KIT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(KIT_ROOT))
 
-from bertlab_grader.kit import reference_sources  # noqa: E402
+from bertlab_grader.core.locations import reference_sources  # noqa: E402
 
 ASSIGNMENT = "week7"
 
@@ -77,7 +77,7 @@ def baseline_notebook(max_points: dict[str, float]) -> nbformat.NotebookNode:
         "import os, sys\n"
         f"sys.path.insert(0, {str(KIT_ROOT)!r})\n"
         "from bertlab.implementations import load_directory\n"
-        "from bertlab_grader.scoring import run_hidden_suite\n"
+        "from bertlab_grader.grading.scoring import run_hidden_suite\n"
         "try:\n"
         "    result = run_hidden_suite(load_directory(os.getcwd()), student='student', assignment='week7')\n"
         "except Exception as exc:  # a module that does not import: no points anywhere\n"
@@ -130,8 +130,8 @@ def run_baseline(cohort: dict, max_points: dict[str, float], workdir: Path) -> t
 def run_bertlab(cohort: dict, workers: int, workdir: Path) -> tuple[float, dict, int]:
     """Seconds for `bertlab grade` (worker start-up and the preflight included), the results, and the
     exit code (0: every submission graded; see docs/commands.md)."""
-    from bertlab_grader.course import load_results
-    from bertlab_grader.runner import grade_course
+    from bertlab_grader.course.nbgrader_course import load_results
+    from bertlab_grader.course.runner import grade_course
 
     course = workdir / "bertlab-course"
     write_submissions(course, cohort)
@@ -149,7 +149,7 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the course folders")
     args = parser.parse_args(argv)
 
-    from bertlab_grader.scoring import max_points_by_task
+    from bertlab_grader.grading.scoring import max_points_by_task
 
     cohort = build_cohort(args.n)
     workdir = Path(tempfile.mkdtemp(prefix="bertlab-cohort-"))

@@ -5,9 +5,9 @@ task alone RUNS times, each run in a fresh sandboxed process.
     python benchmarks/performance_bands.py [RUNS] [NAME-SUBSTRING]
 
 Prints one line per run: the points and the measured time ratio to the reference for each function.
-The bands (bertlab_grader/performance.py) should come out the same every run, except for code whose
+The bands (grader/performance/timing.py) should come out the same every run, except for code whose
 true ratio lies within about 15% of a band edge (2x, 20x): a cohort run then keeps its first measurement
-(bertlab_grader/timing_record.py); this script keeps none.
+(grader/performance/record.py); this script keeps none.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ sys.path.insert(0, str(KIT_ROOT))
 def main(argv: list[str]) -> int:
     import torch
 
-    from bertlab_grader.kit import reference_sources
-    from bertlab_grader.course import read_submission_sources
+    from bertlab_grader.core.locations import reference_sources
+    from bertlab_grader.course.nbgrader_course import read_submission_sources
     from bertlab_grader.mutants import load_bank
     from bertlab_grader.sandbox import Sandbox
-    from bertlab_grader.scoring import run_hidden_suite, warm_up
+    from bertlab_grader.grading.scoring import run_hidden_suite, warm_up
 
     runs = int(argv[0]) if argv else 5
     only = argv[1] if len(argv) > 1 else ""

@@ -6,7 +6,7 @@ one cohort and across runs, with the grader's workers busy.
 The first run builds a course holding COPIES copies of every probe submission and grades it with
 `bertlab grade` (sandboxed, WORKERS parallel graders); each later run grades the same course again, as
 `bertlab grade --regrade-all` does. As `bertlab grade` does, the copies of a submission share one
-speed measurement (bertlab_grader/timing_record.py). With --no-record the grader keeps no record: every
+speed measurement (grader/performance/record.py). With --no-record the grader keeps no record: every
 grading of every copy measures its speed afresh (and each run starts from a fresh course), which shows
 the spread of the measurement itself. The probe submissions: the reference, the two
 correct-but-slower variants of the bank (var_pool_loop, var_ret_loop: the half band), and the
@@ -38,7 +38,7 @@ VARIANTS = ("var_pool_loop", "var_ret_loop")
 
 def probe_submissions() -> dict[str, dict[str, str]]:
     """name -> {filename: source} of every submission whose grades must repeat."""
-    from bertlab_grader.kit import reference_sources
+    from bertlab_grader.core.locations import reference_sources
     from bertlab_grader.mutants import load_bank
 
     found = {"reference": reference_sources()}
@@ -51,8 +51,8 @@ def probe_submissions() -> dict[str, dict[str, str]]:
 
 
 def grade_once(submissions: dict, copies: int, workers: int, workdir: Path, record: bool) -> tuple[float, dict]:
-    from bertlab_grader.course import load_results
-    from bertlab_grader.runner import grade_course
+    from bertlab_grader.course.nbgrader_course import load_results
+    from bertlab_grader.course.runner import grade_course
 
     course = workdir / "course"
     regrade = course.exists() and record  # later runs regrade the same course, as --regrade-all does

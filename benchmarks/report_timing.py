@@ -2,7 +2,7 @@
 
     python benchmarks/report_timing.py [--sizes 100 2000] [--keep DIR] [--similar]
 
-Nothing is graded: each course is built through ``bertlab_grader.course`` as ``bertlab grade`` leaves
+Nothing is graded: each course is built through ``bertlab_grader.course.nbgrader_course`` as ``bertlab grade`` leaves
 one (``init_course``, ``record_result`` per student, ``export_grades`` for grades.csv, and the run
 summary ``runner.write_last_run`` keeps), from synthetic results over the real hidden tests' names
 and points, with the named mistakes of ``bertlab.mistakes`` and performance ratios. A few students
@@ -34,7 +34,7 @@ _NOT_PASSED = (("failed", 0.75), ("error", 0.2), ("timeout", 0.05))
 
 def real_layout() -> dict[str, list[tuple[str, float]]]:
     """task -> [(hidden test name, points)], collected from the kit's hidden suites (a few seconds)."""
-    from bertlab_grader.scoring import points_by_test
+    from bertlab_grader.grading.scoring import points_by_test
 
     return points_by_test()
 
@@ -44,7 +44,7 @@ def synthetic_result(student: str, layout: dict[str, list[tuple[str, float]]], r
     named mistake (``bertlab.mistakes``, put on that task's failing tests as the kit's hints are) and
     per performance test a time ratio (only a right answer is timed, as in the kit)."""
     from bertlab.mistakes import of_task
-    from bertlab_grader.performance import band_fraction
+    from bertlab_grader.performance.timing import band_fraction
 
     ability = rng.betavariate(4, 1.6)
     tests = []
@@ -87,10 +87,10 @@ def build_course(course: Path, n: int, *, seed: int = 0, layout=None, not_graded
     ``submitted/zz-loose-files``, holds files in the wrong place (a layout problem). Returns
     {"results": {student: result}, "not_graded": {student: cause}, "layout": [LayoutProblem]}.
     """
-    from bertlab_grader.course import (error_result, export_grades, init_course, keep_gradebook_open,
+    from bertlab_grader.course.nbgrader_course import (error_result, export_grades, init_course, keep_gradebook_open,
                                        record_result)
-    from bertlab_grader.runner import RunSummary, write_last_run
-    from bertlab_grader.submissions import scan_submitted
+    from bertlab_grader.course.runner import RunSummary, write_last_run
+    from bertlab_grader.course.submissions import scan_submitted
 
     rng = random.Random(seed)
     layout = layout or real_layout()
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", type=Path, default=None, help="build the courses in DIR and keep them")
     parser.add_argument("--similar", action="store_true", help="also time the similar-pairs section")
     args = parser.parse_args(argv)
-    from bertlab_grader.report import write_report
+    from bertlab_grader.reporting.report import write_report
 
     layout = real_layout()
     with tempfile.TemporaryDirectory() as tmp:
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
                   f"{cpu2:.2f} s CPU; page {path.stat().st_size / 1024:.0f} KiB; "
                   f"{context['n']} graded, {context['not_graded']['count']} not graded", flush=True)
             if args.similar:
-                from bertlab_grader.similarity import similar_pairs
+                from bertlab_grader.reporting.similarity import similar_pairs
 
                 pairs, wall, cpu = _measure(lambda: similar_pairs(course, ASSIGNMENT, top=10))
                 print(f"  similar_pairs: {wall:.2f} s wall, {cpu:.2f} s CPU, {len(pairs)} pairs", flush=True)

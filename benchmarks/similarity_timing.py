@@ -1,4 +1,4 @@
-"""Timing of `bertlab similar` (bertlab_grader/similarity.py) on synthetic cohorts. Prints figures;
+"""Timing of `bertlab similar` (grader/reporting/similarity.py) on synthetic cohorts. Prints figures;
 asserts nothing.
 
     python benchmarks/similarity_timing.py [--students 100 2000 ...] [--seed 0] [--identical] [--check]
@@ -79,7 +79,7 @@ def edited(text: str, student: int, rng: random.Random) -> str:
 
 def build_course(root: Path, students: int, seed: int, identical: bool = False) -> Path:
     """A course of ``students`` submissions drawn from :func:`file_pools` (see the module docstring)."""
-    from bertlab_grader.stubs import expected_exercises
+    from bertlab_grader.authoring.stubs import expected_exercises
 
     rng = random.Random(seed)
     pools, stubs = file_pools(), expected_exercises()
@@ -114,7 +114,7 @@ def _timed(module, name: str, spent: dict) -> None:
 def time_cohort(students: int, seed: int, identical: bool = False, check: bool = False) -> dict:
     from unittest import mock
 
-    from bertlab_grader import similarity
+    from bertlab_grader.reporting import similarity
 
     spent: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bertlab-similar-") as tmp:
@@ -188,7 +188,7 @@ def statement_lengths(sources: list[str]) -> str:
 def sweep_k(values: list[int]) -> None:
     import statistics
 
-    from bertlab_grader import similarity
+    from bertlab_grader.reporting import similarity
     from bertlab_grader.mutants.build import stripped_solutions
 
     sys.path.insert(0, str(KIT_ROOT / "tests"))
@@ -240,7 +240,7 @@ def main(argv=None) -> int:
 
     # Warm-up outside the timing: importing copydetect (it imports matplotlib) and fingerprinting the stubs.
     start = time.perf_counter()
-    from bertlab_grader.similarity import stub_boilerplate
+    from bertlab_grader.reporting.similarity import stub_boilerplate
 
     for name in EXERCISE_FILES:
         stub_boilerplate(name)

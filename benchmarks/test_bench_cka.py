@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from benchrecord import OURS
-from bertlab_grader.reference.cka import cka_matrix, linear_cka
+from bertlab_grader.solutions.cka import cka_matrix, linear_cka
 
 
 def numpy_cka(X: np.ndarray, Y: np.ndarray) -> float:

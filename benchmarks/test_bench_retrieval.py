@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from sentence_transformers import util
 
 from benchrecord import MEMORY, OURS, Memory
-from bertlab_grader.reference.retrieval import MAX_BLOCK_SCORES, _balanced, semantic_search
+from bertlab_grader.solutions.retrieval import MAX_BLOCK_SCORES, _balanced, semantic_search
 
 N, D, Q, TOP_K = 200_000, 384, 100, 10
 GROUP = f"semantic_search N={N:,} D={D} Q={Q} k={TOP_K}"
@@ -95,7 +95,7 @@ variant = {variant!r}
 corpus = make_corpus(N, D, seed=0)
 queries = torch.randn(Q, D, generator=torch.Generator().manual_seed(1))
 if variant == "ours":
-    from bertlab_grader.reference.retrieval import semantic_search
+    from bertlab_grader.solutions.retrieval import semantic_search
     run = lambda: semantic_search(queries, corpus, top_k=TOP_K)
 elif variant == "plain":
     run = lambda: plain_topk(queries, corpus, TOP_K)

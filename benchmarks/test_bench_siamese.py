@@ -15,7 +15,7 @@ from bertlab.datasets import load_sts_benchmark
 from bertlab.models import load_tokenizer, minilm_path, named_model
 from bertlab.sts import encode_texts
 from benchrecord import OURS
-from bertlab_grader.reference.siamese import create_sbert
+from bertlab_grader.solutions.siamese import create_sbert
 
 N_SENTENCES, BATCH = 2_000, 32
 GROUP = f"encode {N_SENTENCES:,} STS sentences, MiniLM, batch {BATCH}"

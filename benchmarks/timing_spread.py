@@ -32,11 +32,11 @@ def main(argv=None) -> int:
     import torch
 
     from bertlab.implementations import load_implementation
-    from bertlab_grader.course import read_submission_sources
-    from bertlab_grader.kit import reference_sources
-    from bertlab_grader.performance import compare_speed, reference_call, student_call
+    from bertlab_grader.course.nbgrader_course import read_submission_sources
+    from bertlab_grader.core.locations import reference_sources
+    from bertlab_grader.performance.timing import compare_speed, reference_call, student_call
     from bertlab_grader.sandbox import Sandbox
-    from bertlab_grader.scoring import warm_up
+    from bertlab_grader.grading.scoring import warm_up
 
     torch.set_num_threads(1)  # as in a grader worker and in the sandbox
     reference = load_implementation("reference")

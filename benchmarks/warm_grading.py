@@ -21,11 +21,11 @@ sys.path.insert(0, str(KIT_ROOT))
 def main() -> int:
     import torch
 
-    from bertlab_grader.course import read_submission_sources
+    from bertlab_grader.course.nbgrader_course import read_submission_sources
     from bertlab_grader.mutants import load_bank
-    from bertlab_grader.kit import reference_sources
+    from bertlab_grader.core.locations import reference_sources
     from bertlab_grader.sandbox import Sandbox
-    from bertlab_grader.scoring import run_hidden_suite, warm_up
+    from bertlab_grader.grading.scoring import run_hidden_suite, warm_up
 
     torch.set_num_threads(1)  # as a grader worker
     solution = reference_sources()

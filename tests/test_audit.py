@@ -11,11 +11,12 @@ import pytest
 
 from bertlab.implementations import load_directory, load_implementation
 from bertlab.mistakes import find as find_mistake
-from bertlab_grader.audit import run_audit
-from bertlab_grader.hints import PROBES, matching_mistakes
-from bertlab_grader.mutants import EXERCISE_FILES, load_bank
+from bertlab_grader.authoring.audit import run_audit
+from bertlab_grader.grading.hints import PROBES, matching_mistakes
+from bertlab.tasks import EXERCISE_FILES
+from bertlab_grader.mutants import load_bank
 from bertlab_grader.mutants.build import stripped_solutions
-from bertlab_grader.scoring import CORRECTNESS_TASKS
+from bertlab_grader.grading.scoring import CORRECTNESS_TASKS
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -24,7 +25,7 @@ def one_torch_thread():
     workers. With two, the siamese probe's small tiny-BERT passes cost five times the CPU, mostly
     threads waiting on each other (measured on two shared cores: 1.7 s of CPU per probe instead of
     0.34 s). Restored after this module; the audit forks its workers from this process."""
-    from bertlab_grader.scoring import one_torch_thread
+    from bertlab_grader.performance.timing import one_torch_thread
 
     with one_torch_thread():
         yield

@@ -22,8 +22,8 @@ import pytest
 from bertlab import check, progress
 from bertlab.errors import UsageError
 from bertlab.workspace import find_workspace
-from bertlab_grader.kit import REFERENCE_DIR
-from bertlab_grader.release import release
+from bertlab_grader.core.locations import REFERENCE_DIR
+from bertlab_grader.authoring.release import release
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("cka", "pooling", "siamese", "retrieval")

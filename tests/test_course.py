@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from bertlab_grader import submissions as subs
-from bertlab_grader.course import (
+from bertlab_grader.course import submissions as subs
+from bertlab_grader.course.nbgrader_course import (
     CourseError,
     course_db_url,
     course_max_points,
@@ -565,7 +565,7 @@ def test_cohort_export_and_feedback_split_over_processes(tmp_path):
 
 def test_results_schema_accepts_what_the_kit_writes_and_rejects_the_rest(tmp_path):
     """results.schema.json is the published format: every results.json goes through it when written."""
-    from bertlab_grader.course import RESULTS_SCHEMA, check_results_schema
+    from bertlab_grader.course.nbgrader_course import RESULTS_SCHEMA, check_results_schema
 
     import jsonschema
 

@@ -73,7 +73,7 @@ def test_demo_hostile_submission_left_no_trace(demo):
 
 
 def test_demo_results_match_the_published_schema(demo):
-    from bertlab_grader.course import check_results_schema
+    from bertlab_grader.course.nbgrader_course import check_results_schema
 
     for student, result in demo["results"].items():
         check_results_schema(result)
@@ -82,7 +82,7 @@ def test_demo_results_match_the_published_schema(demo):
 
 def test_demo_identical_files_get_identical_speed_points(demo):
     """frank handed in alice's files (as a zip): one speed measurement, kept in the course, serves both
-    (bertlab_grader/timing_record.py), so their performance points cannot differ by chance."""
+    (grader/performance/record.py), so their performance points cannot differ by chance."""
     alice, frank = (demo["results"][s] for s in ("alice", "frank"))
     speed = lambda result: [(t["name"], t["points"], t["ratio"]) for t in result["tests"]  # noqa: E731
                             if t["task"] == "performance"]

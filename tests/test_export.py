@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from bertlab.cli import main
-from bertlab_grader.course import course_db_url, course_max_points, init_course, record_result
-from bertlab_grader.lms_export import number
-from bertlab_grader.submissions import scan_submitted, submission_digest
+from bertlab_grader.course.nbgrader_course import course_db_url, course_max_points, init_course, record_result
+from bertlab_grader.export.lms import number
+from bertlab_grader.course.submissions import scan_submitted, submission_digest
 
 ASSIGNMENT = "week7"
 MAX_POINTS = {"cka": 12.0, "pooling": 8.0, "siamese": 10.0, "retrieval": 15.0, "performance": 5.0}

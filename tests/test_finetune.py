@@ -11,7 +11,7 @@ import torch
 
 from bertlab import datasets, finetune
 from bertlab.models import load_tokenizer, tiny_bert_config
-from bertlab_grader.reference.pooling import masked_mean_pool
+from bertlab_grader.solutions.pooling import masked_mean_pool
 
 TINY = finetune.get_settings("fast", n_train=16, n_eval=16, max_length=24, batch_size=8, scratch_d_model=16)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from bertlab.tasks import EXERCISE_FILES
-from bertlab_grader import gradescope
-from bertlab_grader.gradescope import check_gradescope_schema, to_gradescope
+from bertlab_grader.export.gradescope import autograder as gradescope
+from bertlab_grader.export.gradescope.autograder import check_gradescope_schema, to_gradescope
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 MUTANT = "pool_divide_by_length"  # a pooling mistake the kit names with a hint
@@ -108,7 +108,7 @@ def _grade_one(files: dict[str, str], where: Path) -> dict:
 
 def assert_same_grade(document: dict, kit: dict, root: Path) -> None:
     """The Gradescope document carries the kit's result: per test and in total."""
-    from bertlab_grader.performance import band_fraction
+    from bertlab_grader.performance.timing import band_fraction
 
     check_gradescope_schema(document)
     assert [t["name"] for t in document["tests"]] == [t["name"] for t in kit["tests"]]
@@ -161,7 +161,7 @@ def test_zip_layout(autograder_zip):
 
 @pytest.mark.slow
 def test_reference_and_a_mutant_get_the_grade_of_grade_one(autograder, demo, tmp_path):
-    from bertlab_grader.kit import reference_sources
+    from bertlab_grader.core.locations import reference_sources
     from bertlab_grader.mutants import load_bank
 
     reference = reference_sources()
@@ -235,9 +235,9 @@ def _results(root: Path) -> dict:
 
 
 def test_a_grader_failure_is_not_a_grade(root_for, monkeypatch, capsys):
-    from bertlab_grader import runner
-    from bertlab_grader.failures import GraderFailure
-    from bertlab_grader.kit import reference_sources
+    from bertlab_grader.course import runner
+    from bertlab_grader.core.failures import GraderFailure
+    from bertlab_grader.core.locations import reference_sources
 
     def sandbox_dies(*args, **kwargs):
         raise GraderFailure("the sandbox died while no student code ran (/opt/grader/secret/path)")
@@ -276,7 +276,7 @@ def test_a_refused_zip_scores_zero_with_the_reason(root_for, tmp_path):
 
 
 def test_find_upload_follows_the_kits_rules(tmp_path):
-    from bertlab_grader.kit import reference_sources
+    from bertlab_grader.core.locations import reference_sources
 
     sources = reference_sources()
     upload = tmp_path / "upload"
@@ -313,7 +313,7 @@ def test_find_upload_follows_the_kits_rules(tmp_path):
 
 
 def test_without_bubblewrap_it_grades_unsafe_only_if_allowed(monkeypatch):
-    from bertlab_grader.failures import GraderFailure
+    from bertlab_grader.core.failures import GraderFailure
     from bertlab_grader.sandbox import launcher
 
     monkeypatch.setattr(launcher, "bubblewrap_status", lambda: (False, "bwrap: No permissions to create new namespace"))
@@ -328,7 +328,7 @@ def test_without_bubblewrap_it_grades_unsafe_only_if_allowed(monkeypatch):
 def test_lock_hidden_files_leaves_the_worker_what_it_imports(tmp_path):
     from types import SimpleNamespace
 
-    from bertlab_grader.kit import KIT_ROOT as kit_root
+    from bertlab_grader.core.locations import KIT_ROOT as kit_root
     from bertlab_grader.sandbox import launcher
 
     # What the worker needs of the instructor package is what the sandbox shows it (Sandbox._kit_parts).
@@ -434,13 +434,13 @@ def test_an_installed_kit_builds_the_same_kit_wheel(autograder, autograder_zip, 
         assert sorted(set(a.namelist()) - {record}) == sorted(set(b.namelist()) - {record})
         assert all(a.read(n) == b.read(n) for n in a.namelist() if n != record)
         assert b.namelist()[-1] == record and len(b.read(record).decode().splitlines()) == len(b.namelist())
-    assert any(n.endswith("bertlab_grader/gradescope.schema.json") for n in a.namelist())
-    assert any(n.endswith("bertlab_grader/gradescope_autograder/run_autograder") for n in a.namelist())
+    assert any(n.endswith("grader/export/gradescope/gradescope.schema.json") for n in a.namelist())
+    assert any(n.endswith("grader/export/gradescope/files/run_autograder") for n in a.namelist())
 
 
 def test_a_wheelhouse_that_lacks_a_dependency_is_named(autograder_zip, tmp_path):
     from bertlab.errors import UsageError
-    from bertlab_grader.gradescope_zip import refuse_cuda, select_wheels
+    from bertlab_grader.export.gradescope.archive import refuse_cuda, select_wheels
 
     kit_wheel = _kit_wheel(autograder_zip, tmp_path)
     empty = tmp_path / "wheelhouse"

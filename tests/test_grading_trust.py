@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from bertlab_grader.failures import GraderFailure
-from bertlab_grader.kit import reference_sources
-from bertlab_grader.preflight import shortfall
+from bertlab_grader.core.failures import GraderFailure
+from bertlab_grader.core.locations import reference_sources
+from bertlab_grader.grading.preflight import shortfall
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 STUBS = {name: (KIT_ROOT / "exercises" / name).read_text() for name in ("cka.py", "pooling.py", "siamese.py", "retrieval.py")}
@@ -90,7 +90,7 @@ class _BrokenSandboxImpl:
 
 
 def test_a_sandbox_failure_is_not_a_grade():
-    from bertlab_grader.scoring import run_hidden_suite
+    from bertlab_grader.grading.scoring import run_hidden_suite
 
     with pytest.raises(GraderFailure, match="did not start"):
         run_hidden_suite(_BrokenSandboxImpl(), student="s", tasks=["cka"], hints=False)
@@ -113,12 +113,12 @@ def test_reference_sources_have_no_fences():
 
 
 def test_student_text_never_names_a_path_or_kit_frame():
-    from bertlab_grader.scoring import error_message, scrub
+    from bertlab_grader.grading.scoring import error_message, scrub
 
     text = ('the sandbox said:\nTraceback (most recent call last):\n'
-            f'  File "{KIT_ROOT}/src/bertlab_grader/sandbox/worker.py", line 813, in <module>\n    main()\n'
+            f'  File "{KIT_ROOT}/grader/sandbox/worker.py", line 813, in <module>\n    main()\n'
             '  File "cka.py", line 4, in linear_cka\n    raise ValueError("bad")\n'
-            f'ValueError: bad shape, see {KIT_ROOT}/src/bertlab_grader/reference/cka.py and /srv/x/y')
+            f'ValueError: bad shape, see {KIT_ROOT}/grader/reference/cka.py and /srv/x/y')
     clean = scrub(text)
     assert str(KIT_ROOT) not in clean and "worker.py" not in clean and "/srv/x" not in clean
     assert 'File "cka.py", line 4' in clean and "raise ValueError" in clean, "the student's own frames stay"
@@ -241,7 +241,7 @@ def test_a_cohort_through_broken_and_working_sandboxes(tmp_path):
 
 def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
     """--regrade-all picks every submission, unchanged or not (the selection alone, without a run)."""
-    from bertlab_grader import runner
+    from bertlab_grader.course import runner
 
     course = tmp_path / "course"
     for student in ("s1", "s2"):
@@ -256,7 +256,7 @@ def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "_pool_results", fake_pool)
     monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
     monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
-    from bertlab_grader import course as nbcourse
+    from bertlab_grader.course import nbgrader_course as nbcourse
 
     # Only the selection is under test: no gradebook, export or feedback.
     monkeypatch.setattr(nbcourse, "init_course", lambda *a, **k: None)
@@ -279,7 +279,7 @@ def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
 def test_preflight_stops_the_run_when_the_reference_fails(tmp_path):
     """A kit whose reference solution raises grades nobody: the preflight names the failing test."""
     kit = tmp_path / "kit copy"
-    for part in ("src/bertlab", "src/bertlab_grader", "exercises", "tests"):
+    for part in ("src/bertlab", "grader", "exercises", "tests"):
         shutil.copytree(KIT_ROOT / part, kit / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(KIT_ROOT / "pyproject.toml", kit / "pyproject.toml")
     cka = kit / "src" / "bertlab_grader" / "reference" / "cka.py"

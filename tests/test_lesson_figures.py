@@ -87,7 +87,7 @@ def test_the_report_ends_with_every_lesson_figure_beside_the_measured_one(figure
 
 def partly_done(folder: Path, done) -> Path:
     """An exercises folder: the reference's code for the tasks in ``done``, the stubs for the others."""
-    from bertlab_grader.kit import reference_sources
+    from bertlab_grader.core.locations import reference_sources
 
     shutil.copytree(KIT_ROOT / "exercises", folder)
     reference = reference_sources()

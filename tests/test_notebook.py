@@ -1,4 +1,4 @@
-"""The lesson notebook: generated from bertlab_grader/notebook.py, committed without outputs, and executed
+"""The lesson notebook: generated from grader/authoring/notebook.py, committed without outputs, and executed
 top to bottom (nbclient, a real kernel, from the exercises folder as Jupyter would) with four states
 of the work: every task done (the reference), none (the untouched stubs), only pooling, and all but
 retrieval (the reference's files for the finished tasks, the stubs for the others).
@@ -26,7 +26,7 @@ import pytest
 
 from bertlab.headline import LESSON_FIGURES
 from bertlab.tasks import EXERCISE_TASKS
-from bertlab_grader import notebook as notebook_source
+from bertlab_grader.authoring import notebook as notebook_source
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_PATH = KIT_ROOT / "exercises" / notebook_source.NOTEBOOK_NAME
@@ -87,7 +87,7 @@ def stubs_run(cache_dir, tmp_path_factory, solutions_run):  # after solutions_ru
 
 def partly_done(folder: Path, done: Sequence[str]) -> Path:
     """An exercises folder where the tasks in ``done`` hold the reference's code and the others the stubs."""
-    from bertlab_grader.kit import reference_sources
+    from bertlab_grader.core.locations import reference_sources
 
     shutil.copytree(KIT_ROOT / "exercises", folder)
     reference = reference_sources()

@@ -28,7 +28,7 @@ from venvs import (KIT_ROOT, build_wheel, installed_names, make_venv, ok, pip_in
 
 pytestmark = pytest.mark.slow
 STUDENT_REQUIREMENTS = requirement_names((KIT_ROOT / "src/bertlab/requirements.txt").read_text().splitlines())
-INSTRUCTOR_REQUIREMENTS = requirement_names((KIT_ROOT / "src/bertlab_grader/requirements.txt").read_text().splitlines())
+INSTRUCTOR_REQUIREMENTS = requirement_names((KIT_ROOT / "grader/requirements.txt").read_text().splitlines())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -49,9 +49,9 @@ def test_the_wheel_installs_only_the_two_packages(installed_kit):
     with zipfile.ZipFile(wheel) as archive:
         files = set(archive.namelist())
     for needed in ("bertlab_grader/reference/cka.py", "bertlab_grader/suites/test_hidden_cka.py",
-                   "bertlab_grader/suites/pytest.ini", "bertlab_grader/results.schema.json",
-                   "bertlab_grader/templates/task_results.html.j2", "bertlab_grader/kit_docs/student-guide.md",
-                   "bertlab_grader/lesson/Week_7_encoder.py",
+                   "bertlab_grader/suites/pytest.ini", "grader/course/results.schema.json",
+                   "grader/course/templates/task_results.html.j2", "bertlab_grader/kit_docs/student-guide.md",
+                   "grader/authoring/lesson/Week_7_encoder.py",
                    "bertlab/public_tests/pytest.ini", "bertlab/data/sts_b/sts-test.tsv", "bertlab/requirements.txt",
                    "bertlab/data/pretraining_heads/masked_lm.safetensors",
                    "bertlab/data/pretraining_heads/next_sentence.json"):
@@ -86,7 +86,7 @@ def test_the_installed_wheel_releases_a_complete_bundle(installed_kit, tmp_path)
 @pytest.fixture(scope="module")
 def bundle_install(tmp_path_factory, machine_deps) -> tuple[Path, Path, Path]:
     """(venv bin/, bundle folder, bundle wheel): a released bundle, built and installed on its own."""
-    from bertlab_grader.release import release
+    from bertlab_grader.authoring.release import release
 
     base = tmp_path_factory.mktemp("student")
     bundle = release(base / "week7-student", log=lambda *_: None)

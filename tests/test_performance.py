@@ -1,5 +1,5 @@
-"""The performance task's protocol (bertlab_grader/performance.py) and its record of measurements
-(bertlab_grader/timing_record.py), on a simulated clock: every "call" advances a fake perf_counter by
+"""The performance task's protocol (grader/performance/timing.py) and its record of measurements
+(grader/performance/record.py), on a simulated clock: every "call" advances a fake perf_counter by
 its cost times the machine's current slowness, so the tests are exact and never time anything real.
 """
 
@@ -9,7 +9,9 @@ import json
 
 import pytest
 
-from bertlab_grader import performance, timing_record
+from bertlab_grader.performance import timing as performance
+
+from bertlab_grader.performance import record as timing_record
 
 
 class FakeMachine:
@@ -145,7 +147,7 @@ def test_the_protocol_digest_covers_the_reference_and_the_suite(monkeypatch, tmp
     course's kept timings are set aside; the same files give the same digest."""
     import shutil
 
-    from bertlab_grader import kit
+    from bertlab_grader.core import locations as kit
 
     before = timing_record.protocol_digest()
     for attribute, edited in (("REFERENCE_DIR", "cka.py"), ("SUITES_DIR", "test_hidden_performance.py")):
@@ -161,7 +163,7 @@ def test_the_protocol_digest_covers_the_reference_and_the_suite(monkeypatch, tmp
 def test_bertlab_grade_retime_reaches_the_runner(monkeypatch, tmp_path):
     """`bertlab grade COURSE --retime` asks the runner to set the record aside; without it, it keeps it."""
     from bertlab import cli
-    from bertlab_grader import runner
+    from bertlab_grader.course import runner
 
     calls = []
     monkeypatch.setattr(runner, "grade_course", lambda course, **kwargs: calls.append(kwargs) or 0)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab_grader.remote import Remote, StudentError, SubmissionCrashed, SubmissionTimeout
+from bertlab_grader.sandbox.remote import Remote, StudentError, SubmissionCrashed, SubmissionTimeout
 from bertlab_grader.sandbox import launcher
 from bertlab_grader.sandbox.launcher import Sandbox
 
@@ -161,7 +161,7 @@ def test_cannot_read_solutions_hidden_tests_or_the_graders_memory(sb):
     assert "### BEGIN SOLUTION" not in output and "def test_" not in output
     assert secrets["mem"].startswith("ERR") and secrets["environ"].startswith("ERR")
     assert secrets["fd"].startswith("ERR") and secrets["uid"] == 65534
-    from bertlab_grader.performance import STEADY_MALLOC_ENV  # malloc's pinned thresholds: no secret
+    from bertlab_grader.sandbox.malloc_pin import STEADY_MALLOC_ENV  # malloc's pinned thresholds: no secret
 
     assert set(secrets["env"]) <= {"PATH", "HOME", "LANG", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "HF_HUB_OFFLINE",
                                    "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "TOKENIZERS_PARALLELISM",

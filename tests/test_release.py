@@ -1,7 +1,7 @@
 """`bertlab release OUT`: the student bundle holds what a student needs, leaks nothing instructor-only,
 installs, and its public tests and `bertlab check` run inside it.
 
-The leak checks here are written independently of bertlab_grader.release.scan_bundle (which release runs
+The leak checks here are written independently of bertlab_grader.authoring.release.scan_bundle (which release runs
 before publishing), and scan_bundle is itself tested on planted leaks.
 """
 
@@ -23,8 +23,8 @@ import pytest
 
 from bertlab.cli import main
 from bertlab.tasks import EXERCISE_MODULES
-from bertlab_grader import release as rel
-from bertlab_grader.kit import PACKAGE_DIR, REFERENCE_DIR, SUITES_DIR
+from bertlab_grader.authoring import release as rel
+from bertlab_grader.core.locations import PACKAGE_DIR, REFERENCE_DIR, SUITES_DIR
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 STUDENT_PACKAGE = KIT_ROOT / "src" / "bertlab"
@@ -358,10 +358,10 @@ def test_scan_finds_planted_leaks(bundle, tmp_path):
     (planted / "src" / "bertlab_grader").mkdir()
     (planted / "src" / "bertlab_grader" / "x.txt").write_text("x")
     problems = "\n".join(rel.scan_bundle(planted))
-    assert "docs/cheat.md:3: a line of bertlab_grader/reference/" in problems
+    assert "docs/cheat.md:3: a line of solutions/" in problems
     assert "exercises/extra.ipynb" in problems and "nbgrader fence" in problems
-    assert f"src/bertlab/public_tests/renamed.py: a copy of bertlab_grader/suites/{hidden.name}" in problems
-    assert "src/bertlab_grader/x.txt: instructor-only path" in problems
+    assert f"src/bertlab/public_tests/renamed.py: a copy of tests/hidden/{hidden.name}" in problems
+    assert "grader/x.txt: instructor-only path" in problems
 
 
 def test_links_in_the_bundle_docs_resolve_inside_the_bundle(bundle):

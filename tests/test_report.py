@@ -2,7 +2,7 @@
 Playwright's Python package; never a browser Playwright downloads).
 
 One course per module, built without grading (benchmarks/report_timing.py ``build_course``: synthetic
-results recorded through ``bertlab_grader.course``, grades.csv from ``nbgrader export``, the run
+results recorded through ``bertlab_grader.course.nbgrader_course``, grades.csv from ``nbgrader export``, the run
 summary ``bertlab grade`` keeps): five graded students (one id holds HTML characters, one has a manual
 grade in grades.csv), one refused zip (recorded as zero), one student the grader failed on, and one
 folder holding no submission. The similarity section is fed a planted list. Every figure the page shows is read from the DOM and
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from bertlab.cli import main
-from bertlab_grader import report
+from bertlab_grader.reporting import report
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "week7"
@@ -48,7 +48,7 @@ SEED = 19  # a cohort with every outcome, a mistake two students share, a test n
 
 
 @dataclass(frozen=True)
-class PlantedPair:  # the fields of bertlab_grader.similarity.SimilarPair
+class PlantedPair:  # the fields of bertlab_grader.reporting.similarity.SimilarPair
     task: str
     a: str
     b: str
@@ -101,10 +101,10 @@ def cohort(tmp_path_factory):
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    fake = types.ModuleType("bertlab_grader.similarity")
+    fake = types.ModuleType("bertlab_grader.reporting.similarity")
     fake.similar_pairs = lambda course, assignment="week7", top=10: list(PLANTED)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(sys.modules, "bertlab_grader.similarity", fake)
+        mp.setitem(sys.modules, "bertlab_grader.reporting.similarity", fake)
         mp.setattr(report, "SHOWN_ROWS", 4)
         page, _ = report.write_report(course, ASSIGNMENT, base / "page.html")
     with (course / "grades.csv").open(newline="") as handle:
@@ -343,8 +343,8 @@ def test_report_command_writes_the_default_page(cohort, capsys):
 def test_report_section_uses_the_similarity_module(cohort):
     """Without the planted list: the section shows what ``similar_pairs`` returns (the real module,
     here on two students handed the reference solution: a pair to find)."""
-    similarity = pytest.importorskip("bertlab_grader.similarity")
-    from bertlab_grader.kit import reference_sources
+    similarity = pytest.importorskip("bertlab_grader.reporting.similarity")
+    from bertlab_grader.core.locations import reference_sources
 
     course = cohort["course"]
     for student in ("ann", "bo"):

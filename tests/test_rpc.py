@@ -1,4 +1,4 @@
-"""The wire format (bertlab_grader/rpc.py) and the trusted-side proxies (bertlab_grader/remote.py), without a sandbox."""
+"""The wire format (grader/sandbox/inside/rpc.py) and the trusted-side proxies (grader/sandbox/remote.py), without a sandbox."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertlab_grader import rpc
-from bertlab_grader.remote import Remote, StudentError, student_exception
+from bertlab_grader.sandbox.inside import rpc
+from bertlab_grader.sandbox.remote import Remote, StudentError, student_exception
 
-GRADER = Path(__file__).resolve().parents[1] / "src" / "bertlab_grader"
+GRADER = Path(__file__).resolve().parents[1] / "grader"
 Hit = namedtuple("Hit", ["corpus_id", "score", "text"])
 
 
@@ -193,7 +193,7 @@ def test_no_pickle_anywhere_in_the_wire_path():
     """The boundary never unpickles: no pickle-family import, no torch.load / np.load, anywhere in it."""
     banned_modules = {"pickle", "_pickle", "cPickle", "cloudpickle", "dill", "marshal", "shelve", "copyreg",
                       "jsonpickle", "joblib", "multiprocessing"}
-    files = [GRADER / "rpc.py", GRADER / "remote.py", *sorted((GRADER / "sandbox").glob("*.py"))]
+    files = sorted((GRADER / "sandbox").rglob("*.py"))  # launcher, remote proxy, and inside/: server, wire
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):

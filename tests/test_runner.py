@@ -42,7 +42,7 @@ def test_grade_one_json(tmp_path):
     proc = _bertlab("grade-one", str(submission), "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
-    from bertlab_grader.course import check_results_schema
+    from bertlab_grader.course.nbgrader_course import check_results_schema
 
     check_results_schema(result)
     assert result["student"] == "zoe" and result["assignment"] == "week7"
@@ -94,9 +94,9 @@ def test_grade_course(tmp_path):
 
 
 def test_workers_fork_from_a_warm_fork_server_unless_told_to_spawn(monkeypatch):
-    """The fork server imports bertlab_grader.worker_preload (torch, MiniLM, reference data) once; with
+    """The fork server imports bertlab_grader.course.worker_preload (torch, MiniLM, reference data) once; with
     BERTLAB_WORKER_START=spawn each worker starts a fresh interpreter instead."""
-    from bertlab_grader import runner
+    from bertlab_grader.course import runner
 
     ctx = runner._context()
     assert ctx.get_start_method() == "forkserver"
@@ -107,7 +107,7 @@ def test_workers_fork_from_a_warm_fork_server_unless_told_to_spawn(monkeypatch):
 def test_worker_preload_leaves_torch_on_one_thread():
     """Forking is only safe when no OpenMP pool exists yet: the preload limits torch to one thread
     before any tensor work, and switches the tokenizers' pool off."""
-    code = ("import torch, os, bertlab_grader.worker_preload as p\n"
+    code = ("import torch, os, bertlab_grader.course.worker_preload as p\n"
             "print(torch.get_num_threads(), os.environ['TOKENIZERS_PARALLELISM'])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          cwd=Path(__file__).resolve().parents[1])

@@ -23,8 +23,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bertlab_grader.failures import GraderFailure
-from bertlab_grader.remote import StudentError, SubmissionCrashed, SubmissionTimeout
+from bertlab_grader.core.failures import GraderFailure
+from bertlab_grader.sandbox.remote import StudentError, SubmissionCrashed, SubmissionTimeout
 from bertlab_grader.sandbox import SandboxUnavailable, bubblewrap_status, launcher
 from bertlab_grader.sandbox.launcher import FALLBACK_WARNING, Sandbox, SandboxError
 
@@ -213,7 +213,7 @@ def test_student_exceptions_missing_and_broken_modules(sb):
         assert set(impl.import_errors()) == {"siamese"}
         with pytest.raises(KeyError) as info:
             impl.cka.linear_cka(1, 2)
-        assert 'cka.py", line 2, in linear_cka' in str(info.value) and "worker.py" not in str(info.value)
+        assert 'cka.py", line 2, in linear_cka' in str(info.value) and "server.py" not in str(info.value)
         with pytest.raises(ValueError) as info:
             impl.pooling.masked_mean_pool(1, 2)
         assert info.value.type_name == "ShapeError" and len(info.value.message) < 3000
@@ -326,26 +326,33 @@ def isolated(sb):
 
 
 def test_hidden_paths_are_not_visible(isolated, course):
-    grader = KIT / "src" / "bertlab_grader"
+    """Of the kit, student code sees the student package and the one folder of sandboxed server code
+    (grader/sandbox/inside/, mounted alone as bertlab_sandbox): no solutions, no hidden suites, no
+    trusted grader code, under any name."""
+    grader, inside = KIT / "grader", Path("/tmp/.bertlab-kit")
     paths = [str(course.root / "gradebook.db"), str(course.root / "submitted"), str(course.loose),
-             str(grader / "reference"), str(grader / "suites"), str(grader / "reference" / "cka.py"),
-             str(KIT / "tests"), str(grader), str(KIT / "src"), str(KIT), "/root", "/etc/shadow"]
+             str(KIT / "solutions"), str(KIT / "tests" / "hidden"), str(KIT / "solutions" / "cka.py"),
+             str(KIT / "tests"), str(grader), str(KIT / "src"), str(KIT), str(inside), str(inside / "bertlab_sandbox"),
+             "/root", "/etc/shadow"]
     with isolated.session({"cka.py": SNOOP}) as impl:
         seen = impl.cka.probe(paths)
         assert impl.cka.whoami()[0] != 0
-        imported = impl.cka.try_import(["bertlab_grader.reference.cka", "bertlab_grader.runner",
-                                        "bertlab_grader.suites.conftest", "bertlab.models"])
+        imported = impl.cka.try_import(["bertlab_grader.solutions.cka", "bertlab_grader.course.runner",
+                                        "bertlab_grader.hidden.conftest", "bertlab_grader.sandbox.launcher",
+                                        "bertlab_sandbox.server", "bertlab.models"])
     assert SECRET not in repr(seen)
-    assert imported["bertlab_grader.reference.cka"] == imported["bertlab_grader.runner"] \
-        == imported["bertlab_grader.suites.conftest"] == "ModuleNotFoundError"
+    assert imported["bertlab_grader.solutions.cka"] == imported["bertlab_grader.course.runner"] \
+        == imported["bertlab_grader.hidden.conftest"] == imported["bertlab_grader.sandbox.launcher"] \
+        == "ModuleNotFoundError"
     assert imported["bertlab.models"].endswith("bertlab/models.py")
-    assert seen[str(grader / "reference")] == "FileNotFoundError"
-    assert seen[str(grader / "suites")] == "FileNotFoundError"
-    assert seen[str(grader / "reference" / "cka.py")] == "FileNotFoundError"
-    assert seen[str(KIT / "tests")] == "FileNotFoundError"
+    assert imported["bertlab_sandbox.server"].endswith("bertlab_sandbox/server.py")
+    for hidden in ("solutions", "tests/hidden", "solutions/cka.py", "tests", "grader"):
+        assert seen[str(KIT / hidden)] == "FileNotFoundError", hidden
     assert seen[str(KIT)] == ["src"]
-    assert seen[str(KIT / "src")] == ["bertlab", "bertlab_grader"]
-    assert seen[str(grader)] == ["__init__.py", "rpc.py", "sandbox"]
+    assert seen[str(KIT / "src")] == ["bertlab"]
+    assert seen[str(inside)] == ["bertlab_sandbox"]
+    shown = {p.name for p in (grader / "sandbox" / "inside").iterdir() if p.name != "__pycache__"}
+    assert set(seen[str(inside / "bertlab_sandbox")]) - {"__pycache__"} == shown
     assert seen[str(course.loose)] in ("", "PermissionError")  # /dev/null is mounted over it
     assert seen["/etc/shadow"] == "PermissionError"
 
@@ -376,7 +383,8 @@ def test_writes_only_in_its_own_scratch_space(isolated, course):
     # install that lives under /tmp is shown back (read-only; e.g. a fresh clone under /tmp).
     tmp = Path(os.path.realpath("/tmp"))
     shown = [Path(os.path.realpath(p)) for p in (KIT, sys.prefix, sys.base_prefix)]
-    expected_tmp = sorted({"job"} | {p.relative_to(tmp).parts[0] for p in shown if tmp in p.parents})
+    # (.bertlab-kit: the sandboxed server's folder, read-only; see Sandbox._inside_root)
+    expected_tmp = sorted({"job", ".bertlab-kit"} | {p.relative_to(tmp).parts[0] for p in shown if tmp in p.parents})
     with isolated.session({"cka.py": SNOOP}) as impl:
         assert impl.cka.probe(["/tmp", cwd]) == {"/tmp": expected_tmp, cwd: []}
 
@@ -391,16 +399,16 @@ def test_installed_copies_of_secret_packages_are_hidden(monkeypatch, where):
     real = launcher._package_dir
     monkeypatch.setattr(launcher, "_package_dir", lambda name: installed if name == "bertlab_grader" else real(name))
     sandbox = Sandbox.__new__(Sandbox)  # only the command line, no process
-    sandbox.kit_root, sandbox.hide = KIT, []
+    sandbox.kit_root, sandbox.hide, sandbox.isolated = KIT, [], True
     args = sandbox._bwrap_args()
     mounts = list(zip(args, args[1:]))
     assert ("--tmpfs", str(installed)) in mounts
     hidden_by = [b for a, b in mounts if a == "--tmpfs" and (Path(b) == KIT or Path(b) in KIT.parents)]
     assert hidden_by, "the kit must lie under a tmpfs (its own, or /tmp's when it lives under /tmp)"
-    grader = KIT / "src" / "bertlab_grader"
-    assert ("--ro-bind", str(grader / "rpc.py")) in mounts
-    assert not any(a == "--ro-bind" and (b.startswith(str(grader / "reference")) or b.startswith(str(grader / "suites")))
-                   for a, b in mounts)
+    inside = KIT / "grader" / "sandbox" / "inside"
+    assert ("--ro-bind", str(inside)) in mounts  # the server's folder, the one folder of the grader shown
+    assert not any(a == "--ro-bind" and any(b.startswith(str(KIT / d)) for d in ("solutions", "tests", "grader"))
+                   and b != str(inside) for a, b in mounts)
     if where == "site":
         # bwrap applies mounts in order: the hiding tmpfs must come after the bind that shows site back
         shown = next(i for i, (a, b) in enumerate(mounts) if a == "--ro-bind" and b != "/" and site.is_relative_to(b))
@@ -423,15 +431,16 @@ def test_fallback_without_bubblewrap_warns_and_still_works(sandboxes):
 
 def test_the_template_preloads_every_named_model_the_hidden_suites_use():
     """A named model missing from DEFAULT_PRELOAD still works (the worker builds it), but every
-    submission then pays for building it: keep the list in step with bertlab_grader/suites."""
+    submission then pays for building it: keep the list in step with the hidden suites (tests/hidden/)."""
     import re
 
-    hidden = KIT / "src" / "bertlab_grader" / "suites"
+    from bertlab_grader.core.locations import SUITES_DIR as hidden
+
     used = {name for path in hidden.glob("*.py")
             for name in re.findall(r"""(?:named_model|tiny_bert)\(\s*["']([\w-]+)["']""", path.read_text())}
     used |= {f"tiny-bert-seed{k}" for path in hidden.glob("*.py")
              for k in re.findall(r"""["']tiny-bert-seed(\d+)["']""", path.read_text())}
-    assert used, "found no named models in bertlab_grader/suites: has the suite changed how it names them?"
+    assert used, "found no named models in the hidden suites: has the suite changed how it names them?"
     assert used <= set(launcher.DEFAULT_PRELOAD), sorted(used - set(launcher.DEFAULT_PRELOAD))
 
 
@@ -543,7 +552,7 @@ def test_a_child_that_dies_before_any_submitted_code_runs_is_the_graders_failure
             impl.cka.linear_cka(torch.ones(3, 2), torch.ones(3, 2))
     message = str(info.value)
     assert not isinstance(info.value, StudentError) and "before any submitted code ran" in message
-    assert "worker.py" in message and str(KIT) not in message and sys.prefix not in message
+    assert "server.py" in message and str(KIT) not in message and sys.prefix not in message
     monkeypatch.undo()
     with sb.session(sources("correct")) as impl:  # and the sandbox goes on
         assert impl.cka.linear_cka(torch.eye(3), torch.eye(3)) == pytest.approx(1.0)
@@ -600,7 +609,7 @@ def test_timed_code_allocates_on_a_steady_footing_on_both_sides(sb):
     grader (performance.steady_allocator): a buffer of megabytes then comes from the heap on both
     sides, instead of fresh pages whose faults depend on each process's history (docs/hidden-suites.md,
     "Where the spread comes from")."""
-    from bertlab_grader.performance import steady_allocator
+    from bertlab_grader.sandbox.malloc_pin import steady_allocator
 
     with sb.session({"cka.py": HEAP_PROBE}) as impl:
         assert impl.cka.big_block_is_on_the_heap() is True, "the sandbox's malloc is not pinned"

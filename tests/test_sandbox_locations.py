@@ -1,6 +1,6 @@
 """The sandbox starts, isolates and grades wherever the kit, the course and the virtualenv live.
 
-Each case copies the kit (``src/bertlab/``, ``src/bertlab_grader/`` with its ``reference/`` and
+Each case copies the kit (``src/bertlab/``, ``grader/`` with its ``reference/`` and
 ``suites/``, and ``pyproject.toml``) and a submission (the reference sources, fences stripped) to one
 layout: under /tmp, under a 0700 folder in /home, under /srv, in paths with spaces, a submission
 folder whose parent also holds the virtualenv, a virtualenv inside the kit (with an editable-install
@@ -45,7 +45,7 @@ def location_probe(paths):
     import importlib
     import os
     out = {"uid": os.getuid()}
-    for name in ("bertlab_grader.reference.cka", "bertlab_grader.suites.conftest", "bertlab_grader.runner"):
+    for name in ("bertlab_grader.solutions.cka", "bertlab_grader.hidden.conftest", "bertlab_grader.course.runner"):
         try:
             importlib.import_module(name)
             out[name] = "imported"
@@ -66,7 +66,7 @@ from pathlib import Path
 
 kit, submission = Path(sys.argv[1]), Path(sys.argv[2])
 import bertlab_grader, bertlab
-from bertlab_grader.stubs import strip_fences
+from bertlab_grader.authoring.stubs import strip_fences
 from bertlab_grader.sandbox.launcher import Sandbox
 
 # The copy is what runs, not the checkout the test suite came from.
@@ -189,7 +189,7 @@ def layout(request):
 
 def test_the_sandbox_grades_and_isolates_wherever_things_live(layout, tmp_path):
     kit, submission, course = layout["kit"], layout["submission"], layout["course"]
-    # The instructor package: the kit's src/bertlab_grader, or the installed copy in site-packages.
+    # The instructor package: the kit's grader, or the installed copy in site-packages.
     grader = kit / "bertlab_grader" if layout["venv"] == "installed" else kit / "src" / "bertlab_grader"
     looked_at = [str(course), str(course / "gradebook.db"), str(submission), str(grader),
                  str(grader / "reference"), str(grader / "suites"), str(grader / "reference" / "cka.py")]
@@ -209,7 +209,7 @@ def test_the_sandbox_grades_and_isolates_wherever_things_live(layout, tmp_path):
     probe = result["probe"]
     if os.geteuid() == 0:
         assert probe["uid"] != 0
-    for name in ("bertlab_grader.reference.cka", "bertlab_grader.suites.conftest", "bertlab_grader.runner"):
+    for name in ("bertlab_grader.solutions.cka", "bertlab_grader.hidden.conftest", "bertlab_grader.course.runner"):
         assert probe[name] == "ModuleNotFoundError", (name, probe[name])
     assert SECRET not in json.dumps(probe)
     # The course is hidden (an empty folder, or not there at all inside a hidden /home): only a

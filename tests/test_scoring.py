@@ -1,4 +1,4 @@
-"""bertlab_grader/scoring.py: the hidden suites run in process, scored per test, with student-safe messages.
+"""grader/grading/scoring.py: the hidden suites run in process, scored per test, with student-safe messages.
 
 Most checks grade one task only (pooling is the fastest) with in-process implementations: the
 reference solutions, a mutant of the bank, and small fakes that raise what the sandbox proxy would raise.
@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import pytest
 
 from bertlab.implementations import load_directory, load_implementation
-from bertlab_grader import scoring
-from bertlab_grader.course import validate_result
+from bertlab_grader.grading import scoring
+from bertlab_grader.course.nbgrader_course import validate_result
 from bertlab_grader.mutants import load_bank
-from bertlab_grader.scoring import max_points_by_task, points_by_test, run_hidden_suite
+from bertlab_grader.grading.scoring import max_points_by_task, points_by_test, run_hidden_suite
 
 KIT = Path(__file__).resolve().parents[1]
 DOCS = KIT / "docs" / "hidden-suites.md"
@@ -78,7 +78,7 @@ def test_the_stub_errors_everywhere_with_zero_points():
 
 
 def test_timeouts_and_crashes_from_the_sandbox_are_classified():
-    from bertlab_grader.remote import SubmissionCrashed, SubmissionTimeout
+    from bertlab_grader.sandbox.remote import SubmissionCrashed, SubmissionTimeout
 
     def hangs(hidden_states, attention_mask):
         raise SubmissionTimeout("masked_mean_pool: no answer within 20 s")
@@ -98,7 +98,7 @@ def test_after_two_timeouts_a_task_stops_waiting():
     """Each timeout costs the whole per-call limit: after TIMEOUTS_PER_TASK of them in one task, its other
     tests are scored as timeouts without being tried (so one endless loop cannot stretch a grading to
     minutes), and they say why."""
-    from bertlab_grader.remote import SubmissionTimeout
+    from bertlab_grader.sandbox.remote import SubmissionTimeout
 
     def hangs(*args, **kwargs):
         raise SubmissionTimeout("no answer within 20 s")
@@ -132,7 +132,7 @@ def test_an_exception_inside_the_kits_lookups_is_the_graders_not_the_students():
     # A test naming a mistake the table lacks raises KeyError in bertlab/mistakes.py: the kit's bug,
     # reported as a grader failure, never recorded as the student's error.
     from bertlab.mistakes import hint
-    from bertlab_grader.scoring import grader_failure_cause
+    from bertlab_grader.grading.scoring import grader_failure_cause
 
     with pytest.raises(KeyError) as excinfo:
         hint("no_such_mistake")
@@ -141,7 +141,7 @@ def test_an_exception_inside_the_kits_lookups_is_the_graders_not_the_students():
 
 
 def test_partial_points_from_a_performance_band(monkeypatch):
-    from bertlab_grader import performance
+    from bertlab_grader.performance import timing as performance
 
     monkeypatch.setattr(performance, "BANDS", ((float("inf"), 0.5),))  # every ratio earns half
     result = run_hidden_suite(_solutions(), student="p", tasks=("performance",), hints=False,

@@ -1,4 +1,4 @@
-"""`bertlab similar`: the most similar pairs of submissions per task (bertlab_grader/similarity.py).
+"""`bertlab similar`: the most similar pairs of submissions per task (grader/reporting/similarity.py).
 
 A synthetic cohort of twelve submissions, built from files that already exist (the reference, the outside
 bank, the red-team honest submission, the mutant bank's correct variants, the released stubs), with
@@ -22,11 +22,11 @@ import pytest
 
 from bertlab.errors import UsageError
 from bertlab.tasks import EXERCISE_FILES, EXERCISE_TASKS, EXERCISES
-from bertlab_grader import similarity
+from bertlab_grader.reporting import similarity
 from bertlab_grader.mutants import load_bank
 from bertlab_grader.mutants.build import stripped_solutions
-from bertlab_grader.similarity import SimilarPair, compare_cohort, similar_pairs
-from bertlab_grader.stubs import expected_exercises
+from bertlab_grader.reporting.similarity import SimilarPair, compare_cohort, similar_pairs
+from bertlab_grader.authoring.stubs import expected_exercises
 
 TESTS = Path(__file__).resolve().parent
 ASSIGNMENT = "week7"

@@ -1,4 +1,4 @@
-"""exercises/ is generated from the reference (bertlab_grader/reference/): it must be fresh, leak
+"""exercises/ is generated from the reference (solutions/): it must be fresh, leak
 nothing, and fail task by task."""
 
 import subprocess
@@ -9,8 +9,8 @@ import pytest
 
 from bertlab.errors import NotImplementedYet
 from bertlab.implementations import load_directory, load_implementation
-from bertlab_grader import stubs as stubgen
-from bertlab_grader.kit import REFERENCE_DIR
+from bertlab_grader.authoring import stubs as stubgen
+from bertlab_grader.core.locations import REFERENCE_DIR
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ def test_committed_exercises_are_fresh(name):
     expected = stubgen.expected_exercises()[name]
     actual = (KIT_ROOT / "exercises" / name).read_text()
     assert actual == expected, (
-        f"exercises/{name} is stale: it differs from what bertlab_grader/reference/{name} generates. "
+        f"exercises/{name} is stale: it differs from what solutions/{name} generates. "
         "Run `python tools/build_exercises.py` and commit the result."
     )
 
@@ -103,7 +103,7 @@ def test_signatures_and_docstrings_are_kept():
     stubs, reference = load_directory(KIT_ROOT / "exercises"), load_implementation("reference")
     for module in stubgen.EXERCISE_MODULES:
         for name, obj in vars(getattr(reference, module)).items():
-            if name.startswith("_") or not callable(obj) or getattr(obj, "__module__", "") != f"bertlab_grader.reference.{module}":
+            if name.startswith("_") or not callable(obj) or getattr(obj, "__module__", "") != f"bertlab_grader.solutions.{module}":
                 continue
             twin = getattr(getattr(stubs, module), name)
             assert inspect.signature(twin) == inspect.signature(obj), f"{module}.{name} signature drifted"

@@ -1,4 +1,4 @@
-"""The timing gate (bertlab_grader/timing_gate.py): a grader worker times only while no other works.
+"""The timing gate (grader/performance/gate.py): a grader worker times only while no other works.
 
 Real processes, as in a cohort run; each test takes about a second.
 """
@@ -10,8 +10,8 @@ import os
 import signal
 import time
 
-from bertlab_grader import timing_gate
-from bertlab_grader.timing_gate import NO_ONE, TimingGate
+from bertlab_grader.performance import gate as timing_gate
+from bertlab_grader.performance.gate import NO_ONE, TimingGate
 
 
 def _ctx():

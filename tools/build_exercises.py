@@ -1,6 +1,6 @@
 """Regenerate the checkout's exercises/ (the four stubs and the lesson notebook) from the reference.
 
-For kit developers, after editing src/bertlab_grader/reference/ or src/bertlab_grader/notebook.py:
+For kit developers, after editing solutions/ or grader/authoring/notebook.py:
 
     python tools/build_exercises.py          # rewrite exercises/
     python tools/build_exercises.py --check  # exit 1 when exercises/ is stale (what tests/test_stubs.py checks)
@@ -15,8 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from bertlab_grader.notebook import NOTEBOOK_NAME, notebook_text
-from bertlab_grader.stubs import expected_exercises
+from bertlab_grader.authoring.notebook import NOTEBOOK_NAME, notebook_text
+from bertlab_grader.authoring.stubs import expected_exercises
 
 EXERCISES = Path(__file__).resolve().parents[1] / "exercises"
 

@@ -21,6 +21,7 @@ or a pasted report stays readable. Exit status: 0 only when every selected task 
 from __future__ import annotations
 
 import json
+import importlib.util
 import os
 import re
 import signal
@@ -42,7 +43,9 @@ REPORT_ENV = "BERTLAB_CHECK_REPORT"  # child: where to append events
 CODE_ENV = "BERTLAB_CHECK_CODE"  # child: the student's code folder (to point at their line)
 TIMEOUT_ENV = "BERTLAB_CHECK_TIMEOUT"  # user: seconds one test may run before the check gives up
 DEFAULT_TEST_TIMEOUT = 300.0
-PUBLIC_TESTS = Path(__file__).resolve().parent / "public_tests"  # installed with this package
+# Installed with this package (bertlab/public_tests/ in a wheel or the bundle; tests/public/ of the
+# checkout in an editable install): the import system knows where, in every mode.
+PUBLIC_TESTS = Path(list(importlib.util.find_spec("bertlab.public_tests").submodule_search_locations)[0]).resolve()
 PUBLIC_TESTS_CONFIG = PUBLIC_TESTS / "pytest.ini"
 
 PASSED, FAILED, NOT_STARTED, NOT_RUN, NO_TESTS = "passed", "failed", "not started", "not run", "no tests"

@@ -1,4 +1,4 @@
-"""The assertions the public tests (bertlab/public_tests/) and the hidden suites (bertlab_grader/suites/)
+"""The assertions the public tests (bertlab/public_tests/) and the hidden suites (tests/hidden/)
 share. Every failure says what was expected, what came back, and the likely mistake.
 
 The order of checks is always the same: type, then exact shape (never broadcast), then NaN/inf, then
@@ -10,7 +10,7 @@ Nothing here knows the reference solution: expected values come from the test mo
 public tests, the reference in the hidden suites). The code under test may be in this process or behind
 the grading sandbox's proxy, so these helpers only look at plain results (tensors, numbers, lists),
 never at the student's objects. A failure is ``pytest.fail`` raised here; the grader scores it as a
-failed check (bertlab_grader/scoring.py knows this file).
+failed check (grader/grading/scoring.py knows this file).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Callable, Mapping, Optional, Sequence
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from .errors import unfinished
 from .mistakes import hint as mistake_hint
@@ -124,7 +125,7 @@ def _raising_function(exc: BaseException) -> str:
 
 
 # The exceptions a runner that calls the code under test in another process raises when it did not
-# answer (bertlab_grader.remote): recognised by name, so this module imports nothing of the grader.
+# answer (bertlab_grader.sandbox.remote): recognised by name, so this module imports nothing of the grader.
 _DID_NOT_FINISH = ("SubmissionTimeout", "SubmissionCrashed")
 
 
@@ -332,3 +333,45 @@ def expect_value_error(call: Callable[[], object], what: str, why: str) -> None:
              "Check the input up front and `raise ValueError(...)` with a clear message.")
     fail(f"{what} returned {short(result)} instead of raising ValueError, but {why}. "
          "Check the input up front and `raise ValueError(...)` with a clear message.")
+
+
+# ---- semantic search: which answers are right (both suites use the same rule)
+
+def true_cosines(queries: torch.Tensor, corpus: torch.Tensor) -> torch.Tensor:
+    """[Q, N] float64 cosines of queries [Q, D] (or one query [D]) against corpus [N, D]."""
+    q = queries if queries.dim() == 2 else queries[None]
+    return F.normalize(q.double(), dim=1) @ F.normalize(corpus.double(), dim=1).T
+
+
+def index_problem(indices: torch.Tensor, expected_indices: torch.Tensor, cosines: torch.Tensor, *,
+                  atol: float, rtol: float, exact_ties: bool) -> str:
+    """Why ``indices`` [Q, k] are not a right answer ('' when they are).
+
+    cosines: [Q, N] float64 true cosines. exact_ties: the data make equal cosines bit-identical in every
+    implementation (then ties are part of the answer: ascending index, also at the k-th place, so the
+    indices must equal the reference's). Otherwise two hits whose true cosines differ by round-off may
+    come back in either order, or either one at the k-th place: an index is right when its true cosine
+    is the expected one at its rank, within the tolerance of the score check.
+    """
+    if torch.equal(indices, expected_indices):
+        return ""
+    n_corpus = cosines.shape[1]
+    if exact_ties:
+        row, col = [int(i) for i in (indices != expected_indices).nonzero()[0]]
+        return (f"indices differ at [{row}, {col}]: expected corpus index {int(expected_indices[row, col])}, "
+                f"got {int(indices[row, col])}.")
+    if ((indices < 0) | (indices >= n_corpus)).any():
+        row, col = [int(i) for i in ((indices < 0) | (indices >= n_corpus)).nonzero()[0]]
+        return f"index [{row}, {col}] is {int(indices[row, col])}, outside the corpus (0 to {n_corpus - 1})."
+    for row in range(indices.shape[0]):
+        if len(set(indices[row].tolist())) != indices.shape[1]:
+            return f"row {row} returns a corpus index twice: each of the k hits must be a different corpus row."
+    wanted = torch.sort(cosines, dim=1, descending=True).values[:, : indices.shape[1]]
+    got = cosines.gather(1, indices)
+    off = (got - wanted).abs() > atol + rtol * wanted.abs()
+    if off.any():
+        row, col = [int(i) for i in off.nonzero()[0]]
+        return (f"indices differ at [{row}, {col}]: expected corpus index {int(expected_indices[row, col])} "
+                f"(or any row with the same cosine up to round-off), got {int(indices[row, col])}, whose cosine "
+                f"is {float(got[row, col]):.6g}, not {float(wanted[row, col]):.6g}.")
+    return ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import random
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -145,3 +146,12 @@ def split_train_eval(n_train: int, n_eval: int, source: str = "imdb", seed: int 
     random.Random(seed + 1).shuffle(train)
     random.Random(seed + 2).shuffle(evaluation)
     return train, evaluation[:n_eval]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+
+
+def split_sentences(text: str, min_words: int = 4, max_words: int = 40) -> list[str]:
+    """Sentences of a review (a simple end-punctuation splitter), too short or too long ones dropped."""
+    pieces = (s.strip() for s in _SENTENCE_END.split(text))
+    return [s for s in pieces if min_words <= len(s.split()) <= max_words]

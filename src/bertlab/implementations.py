@@ -1,6 +1,6 @@
 """Which code is under test: the reference solutions, the student's exercises, or a directory.
 
-Targets: ``"reference"`` (the instructor kit's ``bertlab_grader.reference``; not in the student
+Targets: ``"reference"`` (the instructor kit's ``bertlab_grader.solutions``; not in the student
 bundle), ``"exercises"`` (the student's exercises folder, found from the working directory: see
 bertlab/workspace.py) or the path of a directory holding the four exercise files.
 
@@ -37,7 +37,7 @@ class Implementation:
     retrieval: ModuleType
 
 
-REFERENCE_PACKAGE = "bertlab_grader.reference"
+REFERENCE_PACKAGE = "bertlab_grader.solutions"
 
 
 def load_reference() -> Implementation:

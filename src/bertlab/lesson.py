@@ -215,7 +215,7 @@ def task_file(task: str, target: Optional[str] = None) -> str:
     if target == "exercises":
         return f"exercises/{task}.py"
     if target == "reference":
-        return f"bertlab_grader/reference/{task}.py"
+        return f"solutions/{task}.py"
     return str(Path(target) / f"{task}.py")
 
 

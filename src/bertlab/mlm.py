@@ -26,7 +26,6 @@ import functools
 import json
 import os
 import random
-import re
 from pathlib import Path
 from typing import NamedTuple, Sequence, Union
 
@@ -35,6 +34,8 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from . import datasets
+from .datasets import split_sentences  # noqa: F401  (re-exported: the lesson's name for it)
+from .models import EvalMode as _EvalMode
 from .models import MissingModelError, _from_pretrained, load_tokenizer, named_model
 
 MASK_PLACEHOLDER = "[MASK]"
@@ -78,20 +79,6 @@ def _resolve(model_name_or_model, tokenizer):
     if tokenizer is None:
         raise ValueError("pass the tokenizer that belongs to the model (only a model *name* can find its own).")
     return model_name_or_model, tokenizer
-
-
-class _EvalMode:
-    """Dropout off for the duration, then the module's previous train/eval state back."""
-
-    def __init__(self, model: torch.nn.Module):
-        self.model, self.was_training = model, model.training
-
-    def __enter__(self):
-        self.model.eval()
-        return self.model
-
-    def __exit__(self, *exc):
-        self.model.train(self.was_training)
 
 
 def _mlm_logits(output, model) -> Float[Tensor, "B T V"]:
@@ -189,13 +176,6 @@ def next_sentence(model: Union[str, torch.nn.Module], tokenizer, a: str, b: str)
 # Review sentences and pairs
 # ---------------------------------------------------------------------------------------------
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
-
-
-def split_sentences(text: str, min_words: int = 4, max_words: int = 40) -> list[str]:
-    """Sentences of a review (a simple end-punctuation splitter), too short or too long ones dropped."""
-    pieces = (s.strip() for s in _SENTENCE_END.split(text))
-    return [s for s in pieces if min_words <= len(s.split()) <= max_words]
 
 
 # ---------------------------------------------------------------------------------------------

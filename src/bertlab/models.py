@@ -130,3 +130,17 @@ def named_model(name: str) -> torch.nn.Module:
         raise ValueError(f"unknown named model {name!r}: use 'minilm' or 'tiny-bert-seed<k>'")
     model._bertlab_model_name = name
     return model
+
+
+class EvalMode:
+    """Dropout off for the duration, then the module's previous train/eval state back."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model, self.was_training = model, model.training
+
+    def __enter__(self):
+        self.model.eval()
+        return self.model
+
+    def __exit__(self, *exc):
+        self.model.train(self.was_training)

@@ -35,11 +35,11 @@ MAX_SEGMENT_TOKENS = 256
 def segment_pairs(texts: Sequence[str], sentences_per_segment: int = 1, seed: int = 0) -> list[tuple[str, str, int]]:
     """BERT-style next-sentence pairs ``(a, b, label)`` of spans of ``sentences_per_segment`` sentences.
 
-    One pair per review that has at least 2k usable sentences (``bertlab.mlm.split_sentences``): a is the
+    One pair per review that has at least 2k usable sentences (``bertlab.datasets.split_sentences``): a is the
     k sentences before a random cut; b is the k sentences after it (label 0, "b follows a") or, half of
     the time, k consecutive sentences of another review (label 1). Deterministic in ``seed``.
     """
-    from .mlm import split_sentences
+    from .datasets import split_sentences
 
     k = sentences_per_segment
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -77,9 +77,9 @@ def encode_segments(encoder: nn.Module, tokenizer, texts: Sequence[str],
                     batch_size: int = 32) -> tuple[Float[Tensor, "N H"], Int[Tensor, "N"]]:
     """``(vectors [N, H], lengths [N])``: each text's unit-length mean-pooled vector (encoded alone, at most
     256 tokens) and its number of word pieces ([CLS] and [SEP] not counted), in order."""
-    from .mlm import _EvalMode
+    from .models import EvalMode
 
-    with _EvalMode(encoder):
+    with EvalMode(encoder):
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths share a batch: less padding
         vectors = torch.zeros(len(texts), encoder.config.hidden_size)
         lengths = torch.zeros(len(texts), dtype=torch.long)

@@ -51,7 +51,7 @@ grep '^Sandbox:' "$WORK/setup.log" | sed 's/^/      /'
 "$PYTHON" - "$WORK/files" "${MUTANTS[@]}" <<'PY'
 import sys
 from pathlib import Path
-from bertlab_grader.kit import reference_sources
+from bertlab_grader.core.locations import reference_sources
 from bertlab_grader.mutants import load_bank
 out = Path(sys.argv[1])
 entries = {"reference": reference_sources()}
@@ -113,8 +113,8 @@ PY
   check "$label: results.json matches gradescope.schema.json; scores equal grade-one's" \
     "$PYTHON" - "$WORK/$label.gradescope.json" "$WORK/$label.grade-one.json" "$ROOT" "${3:-}" <<'PY'
 import json, sys
-from bertlab_grader.gradescope import check_gradescope_schema
-from bertlab_grader.performance import band_fraction
+from bertlab_grader.export.gradescope.autograder import check_gradescope_schema
+from bertlab_grader.performance.timing import band_fraction
 doc, kit, root, unsafe = (json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3], sys.argv[4] == "unsafe")
 check_gradescope_schema(doc)
 ok = [t["name"] for t in doc["tests"]] == [t["name"] for t in kit["tests"]]

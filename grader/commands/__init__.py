@@ -1,0 +1,1 @@
+"""Commands that drive the other rooms: ``bertlab demo`` and ``bertlab doctor``."""

@@ -1,0 +1,101 @@
+"""`bertlab doctor [COURSE]`: can this machine grade? One line per check, exit 1 on any failure.
+
+Checks, in the order a failure would matter:
+    bubblewrap   present, and able to create its namespaces (a real start, not a look for the binary)
+    model        the packaged all-MiniLM-L6-v2 loads offline
+    course       (with COURSE) the folder, submitted/, the assignment, folders holding no submission
+    gradebook    (with COURSE) it can be opened and written
+    preflight    the reference solution gets full marks in a real grading sandbox
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+OK, FAIL, SKIP = "ok", "FAIL", "skip"
+
+
+def _check_bubblewrap() -> tuple[str, str]:
+    from bertlab_grader.sandbox import bubblewrap_status
+
+    ok, why = bubblewrap_status()
+    return (OK if ok else FAIL), why
+
+
+def _check_model() -> tuple[str, str]:
+    from bertlab.models import named_model
+
+    start = time.monotonic()
+    model = named_model("minilm")
+    n = sum(p.numel() for p in model.parameters())
+    return OK, f"all-MiniLM-L6-v2 loads offline ({n:,} parameters, {time.monotonic() - start:.1f} s)"
+
+
+def _check_course(course: Path, assignment: str, db_url: Optional[str]) -> tuple[str, str]:
+    from bertlab_grader.course.nbgrader_course import scan_submitted
+    from bertlab_grader.course.runner import check_course
+
+    check_course(course, assignment, db_url)
+    submissions, layout = scan_submitted(course, assignment)
+    text = f"{course}: {len(submissions)} submission(s) of {assignment}"
+    if layout:
+        text += f"; {len(layout)} folder(s) under submitted/ hold none (`bertlab grade` lists them)"
+    return OK, text
+
+
+def _check_gradebook(course: Path, db_url: Optional[str]) -> tuple[str, str]:
+    from bertlab_grader.course.nbgrader_course import check_gradebook
+
+    url = check_gradebook(course, db_url)
+    return OK, f"writable: {url}"
+
+
+def _check_preflight() -> tuple[str, str]:
+    from bertlab_grader.grading.preflight import run_preflight
+    from bertlab_grader.course.runner import open_sandbox
+
+    start = time.monotonic()
+    sandbox = open_sandbox([], None, False)
+    try:
+        problem = run_preflight(sandbox)
+    finally:
+        sandbox.close()
+    if problem is not None:
+        return FAIL, f"the reference solution did not get full marks in the sandbox: {problem}"
+    return OK, f"the reference solution gets full marks in the sandbox ({time.monotonic() - start:.0f} s)"
+
+
+def _run(name: str, check: Callable[[], tuple[str, str]]) -> str:
+    try:
+        status, text = check()
+    except Exception as exc:  # noqa: BLE001 - a failed check is a line, not a traceback
+        status, text = FAIL, f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+    line = f"{status:<5} {name:<10} {text}"
+    print(line, flush=True)
+    return status
+
+
+def run_doctor(course: Optional[Path] = None, assignment: str = "week7", db_url: Optional[str] = None,
+               preflight: bool = True) -> int:
+    """Print one line per check; 0 when none failed, else 1."""
+    statuses = [_run("bubblewrap", _check_bubblewrap), _run("model", _check_model)]
+    if course is not None:
+        course = course.resolve()
+        statuses.append(_run("course", lambda: _check_course(course, assignment, db_url)))
+        statuses.append(_run("gradebook", lambda: _check_gradebook(course, db_url)))
+    else:
+        for name in ("course", "gradebook"):
+            print(f"{SKIP:<5} {name:<10} no COURSE given (bertlab doctor COURSE checks it)")
+    if not preflight:
+        print(f"{SKIP:<5} {'preflight':<10} --no-preflight")
+    elif statuses[0] == FAIL:
+        print(f"{SKIP:<5} {'preflight':<10} needs bubblewrap")
+        statuses.append(FAIL)
+    else:
+        statuses.append(_run("preflight", _check_preflight))
+    failed = statuses.count(FAIL)
+    print(f"{'all checks passed' if not failed else f'{failed} check(s) failed'}", file=sys.stderr)
+    return 1 if failed else 0

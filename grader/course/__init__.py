@@ -1,0 +1,1 @@
+"""The nbgrader course: its configuration, gradebook, results.json, submissions, the worker pool and the cohort run."""

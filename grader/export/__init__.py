@@ -1,0 +1,1 @@
+"""After grading, to other platforms: LMS grade files and the Gradescope autograder."""

@@ -1,0 +1,1 @@
+"""Grading one submission: the hidden suites' run and its results, the hints, the preflight."""

@@ -1,0 +1,48 @@
+"""Preflight: grade the reference solution in the very sandbox that will grade the students.
+
+Before the first student, ``bertlab grade``, ``grade-one`` and ``demo`` (and ``doctor``) grade the
+kit's reference solutions (bertlab_grader/reference) through the same warm worker and sandbox. The
+reference must get full marks in every correctness task; anything less means the grader, not the
+students, is broken (a sandbox that cannot import the kit, a model that does not load, a suite that
+raises), and no student is graded until that is fixed. The performance task is left out: its speed bands depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from bertlab_grader.core.failures import GraderFailure
+from bertlab_grader.core.locations import reference_sources
+from bertlab_grader.grading.scoring import CORRECTNESS_TASKS, grade_sources
+
+PREFLIGHT_STUDENT = "bertlab-preflight"  # never recorded anywhere
+
+
+def shortfall(result: dict) -> Optional[str]:
+    """The first correctness test the reference did not pass at full points, as one message, or None."""
+    for test in result["tests"]:
+        if test["task"] in CORRECTNESS_TASKS and test["points"] < test["max_points"] - 1e-9:
+            message = (test.get("message") or "").strip() or "(no message)"
+            return f"{test['task']}/{test['name']} ({test['outcome']}): {message}"
+    return None
+
+
+def run_preflight(sandbox, assignment: str = "week7") -> Optional[str]:
+    """Grade the reference in ``sandbox``; None when it has full marks outside performance, else
+    why not (a grader failure or the first test it lost points in)."""
+
+    try:
+        # Correctness only: the performance task's timed calls cost seconds and are not judged here.
+        result = grade_sources(sandbox, reference_sources(), PREFLIGHT_STUDENT, assignment,
+                               tasks=CORRECTNESS_TASKS, hints=False)
+    except GraderFailure as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return shortfall(result)
+
+
+def explain(problem: str) -> str:
+    """The instructor's message for a failed preflight: what happened, and what to check."""
+    return ("Preflight failed: the reference solution, graded in this very sandbox, did not get full "
+            f"marks, so no student was graded.\n  First problem: {problem}\n"
+            "  Check: `bertlab doctor` (bubblewrap, the model, the course), and that the kit is installed "
+            "completely; rerun with --debug for details.")

@@ -1,0 +1,1 @@
+"""After grading, for the instructor: the cohort report and similar pairs."""

@@ -1,0 +1,332 @@
+"""The wire format between the trusted grader and the sandboxed worker: JSON plus safetensors, never pickle.
+
+A message is one frame::
+
+    b"BLR1" | header length (u32, big-endian) | blob length (u64) | header (UTF-8 JSON) | blob
+
+The header is a JSON object. The blob, when present, is a safetensors file (``safetensors.torch.save``)
+holding the message's tensors and arrays; the header refers to them by key. Both parsers (``json`` and
+the Rust safetensors reader) build plain data only, so decoding an untrusted frame runs no code of the
+sender's. Frames are bounded (``MAX_MESSAGE`` bytes in all, ``MAX_HEADER`` for the JSON) and so is
+nesting (``MAX_DEPTH``).
+
+Values (``Encoder`` / ``Decoder``): None, bool, int, float (nan and inf included), str and lists are
+JSON as they are; everything else is a JSON object tagged by its ``"$t"`` key:
+
+    tuple    {"$t": "tuple", "v": [...]}
+    nt       {"$t": "nt", "name": "Hit", "fields": [...], "v": [...]}   (a named tuple)
+    dict     {"$t": "dict", "v": {...}}                                  (str keys only)
+    tensor   {"$t": "tensor", "k": "t0"}          a torch.Tensor (detached, CPU, contiguous)
+    ndarray  {"$t": "ndarray", "k": "t1"}         a numpy array (decodes as an ndarray again)
+    dtype    {"$t": "dtype", "v": "float32"}
+    handle / callback / model / ref / stash       resolved by the caller's hooks (see remote.py, worker.py)
+
+NumPy scalars cross as Python numbers. Whatever the encoder cannot express goes to its ``fallback``
+hook (the worker turns it into a handle; the trusted side refuses it).
+"""
+
+from __future__ import annotations
+
+# Student exceptions of these builtin types (or their subclasses) cross the wire as that type, so
+# `pytest.raises(ValueError)` works on a remote call (sandbox/remote.py rebuilds them, the server
+# names them). Everything else arrives as a plain StudentError.
+REBUILT_EXCEPTIONS = ("ValueError", "TypeError", "IndexError", "KeyError", "RuntimeError",
+                      "NotImplementedError", "AssertionError", "ZeroDivisionError", "AttributeError")
+
+import json
+import keyword
+import socket
+import struct
+import time
+from typing import Any, Callable, Optional
+
+import numpy as np
+import safetensors.torch
+import torch
+
+MAGIC = b"BLR1"
+PREFIX = struct.Struct("!4sIQ")
+MAX_MESSAGE = 512 * 1024 * 1024
+MAX_HEADER = 64 * 1024 * 1024
+MAX_DEPTH = 64
+_CHUNK = 4 * 1024 * 1024
+
+# dtypes safetensors stores; anything else (sparse, quantized, exotic float8) stays on its side.
+_TORCH_DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64,
+              torch.int64, torch.int32, torch.int16, torch.int8,
+              torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.bool)
+}
+_NUMPY_OK = {"float64", "float32", "float16", "complex64", "int64", "int32", "int16", "int8",
+             "uint8", "uint16", "uint32", "uint64", "bool"}
+TAGS_RESOLVED_BY_CALLER = ("handle", "callback", "model", "ref", "stash")
+
+
+class ProtocolError(Exception):
+    """A frame or value that breaks the protocol (malformed, oversized, too deep, unknown tag)."""
+
+
+class EncodeError(TypeError):
+    """A value this side refuses to send."""
+
+
+# ------------------------------------------------------------------------------------------ values
+
+class Encoder:
+    """Turns one Python value into JSON-able data, collecting its tensors in ``self.tensors``.
+
+    ``fallback(obj)`` gets every object the wire format has no tag for and returns a JSON-able tag
+    (a handle, a callback reference) or raises ``EncodeError``.
+    """
+
+    def __init__(self, fallback: Optional[Callable[[Any], Any]] = None):
+        self.tensors: dict[str, torch.Tensor] = {}
+        self._storages: set[int] = set()  # data pointers already sent in this message
+        self._fallback = fallback
+
+    def encode(self, obj: Any, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise EncodeError(f"value nested deeper than {MAX_DEPTH} levels (or cyclic)")
+        if obj is None or obj is True or obj is False:
+            return obj
+        # Exact-type fast paths first; subclasses are reduced to the base value through the base
+        # type's own slot, so an overridden __eq__/__float__ cannot travel with the number.
+        if isinstance(obj, bool):
+            return bool(obj)
+        if isinstance(obj, int):
+            return int.__index__(obj) if type(obj) is not int else obj
+        if isinstance(obj, float):
+            return float.__float__(obj) if type(obj) is not float else obj
+        if isinstance(obj, str):
+            return str.__str__(obj) if type(obj) is not str else obj
+        if isinstance(obj, torch.Tensor):
+            tag = self._tensor(obj, "tensor")
+            if tag is not None:
+                return tag
+        elif isinstance(obj, np.ndarray):
+            tag = self._ndarray(obj)
+            if tag is not None:
+                return tag
+        elif isinstance(obj, np.generic):
+            item = obj.item()
+            if item is None or isinstance(item, (bool, int, float, str)):
+                return self.encode(item, depth + 1)
+        elif isinstance(obj, list):
+            return [self.encode(x, depth + 1) for x in list.__iter__(obj)]
+        elif isinstance(obj, tuple):
+            fields = getattr(type(obj), "_fields", None)
+            values = [self.encode(x, depth + 1) for x in tuple.__iter__(obj)]
+            if _valid_fields(fields, len(values)) and _valid_name(type(obj).__name__):
+                return {"$t": "nt", "name": type(obj).__name__, "fields": list(fields), "v": values}
+            return {"$t": "tuple", "v": values}
+        elif isinstance(obj, dict):
+            if all(type(k) is str for k in obj):
+                return {"$t": "dict", "v": {k: self.encode(v, depth + 1) for k, v in dict.items(obj)}}
+        elif isinstance(obj, torch.dtype):
+            name = str(obj).removeprefix("torch.")
+            if name in _TORCH_DTYPES:
+                return {"$t": "dtype", "v": name}
+        if self._fallback is None:
+            raise EncodeError(f"cannot send a {type(obj).__module__}.{type(obj).__qualname__}")
+        return self._fallback(obj)
+
+    def _tensor(self, obj: torch.Tensor, tag: str) -> Optional[dict]:
+        try:
+            t = obj.detach()
+            if type(t) is not torch.Tensor:  # tensor subclasses lose their Python behaviour here
+                t = t.as_subclass(torch.Tensor)
+            if t.layout != torch.strided or t.is_quantized or t.device.type == "meta" \
+                    or str(t.dtype).removeprefix("torch.") not in _TORCH_DTYPES:
+                return None
+            t = t.to("cpu").contiguous()
+            # safetensors refuses two entries over the same memory (linear_cka(X, X) sends X twice,
+            # views of one tensor share it too): give every repeat its own copy.
+            storage = t.untyped_storage().data_ptr()
+            if storage in self._storages:
+                t = t.clone()
+            else:
+                self._storages.add(storage)
+        except Exception:  # a tensor-like the worker cannot flatten stays a handle
+            return None
+        key = f"t{len(self.tensors)}"
+        self.tensors[key] = t
+        return {"$t": tag, "k": key}
+
+    def _ndarray(self, arr: np.ndarray) -> Optional[dict]:
+        if arr.dtype.name not in _NUMPY_OK:
+            return None
+        native = np.array(arr, dtype=arr.dtype.newbyteorder("="), order="C", copy=True)
+        return self._tensor(torch.from_numpy(native), "ndarray")
+
+
+class Decoder:
+    """Rebuilds a value from JSON data and the frame's tensors.
+
+    ``resolve(tag)`` gets the tags this module does not own (handle, callback, model, ref); without
+    it they are protocol errors.
+    """
+
+    def __init__(self, tensors: dict[str, torch.Tensor], resolve: Optional[Callable[[dict], Any]] = None):
+        self._tensors = tensors
+        self._resolve = resolve
+
+    def decode(self, data: Any, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"value nested deeper than {MAX_DEPTH} levels")
+        if data is None or isinstance(data, (bool, int, float, str)):
+            return data
+        if isinstance(data, list):
+            return [self.decode(x, depth + 1) for x in data]
+        if not isinstance(data, dict):
+            raise ProtocolError(f"unexpected JSON {type(data).__name__}")
+        tag = data.get("$t")
+        if not isinstance(tag, str):
+            raise ProtocolError("JSON object without a tag")
+        if tag == "tuple":
+            return tuple(self.decode(x, depth + 1) for x in _list(data, "v"))
+        if tag == "nt":
+            values = [self.decode(x, depth + 1) for x in _list(data, "v")]
+            return _namedtuple(data.get("name"), data.get("fields"), len(values))(*values)
+        if tag == "dict":
+            items = data.get("v")
+            if not isinstance(items, dict):
+                raise ProtocolError("dict tag without an object")
+            return {k: self.decode(v, depth + 1) for k, v in items.items()}
+        if tag in ("tensor", "ndarray"):
+            t = self._tensors.get(data.get("k")) if isinstance(data.get("k"), str) else None
+            if t is None:
+                raise ProtocolError(f"{tag} refers to a missing blob entry")
+            if tag == "tensor":
+                return t
+            if str(t.dtype).removeprefix("torch.") not in _NUMPY_OK:
+                raise ProtocolError(f"ndarray of unsupported dtype {t.dtype}")
+            return t.numpy()
+        if tag == "dtype":
+            if not isinstance(data.get("v"), str) or data["v"] not in _TORCH_DTYPES:
+                raise ProtocolError("unknown dtype")
+            return _TORCH_DTYPES[data["v"]]
+        if tag in TAGS_RESOLVED_BY_CALLER and self._resolve is not None:
+            return self._resolve(data)
+        raise ProtocolError(f"unknown value tag {tag!r}")
+
+
+def _list(data: dict, key: str) -> list:
+    value = data.get(key)
+    if not isinstance(value, list):
+        raise ProtocolError(f"expected a list under {key!r}")
+    return value
+
+
+def _valid_name(name: Any) -> bool:
+    return (isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+            and not name.startswith("_") and len(name) <= 100)
+
+
+def _valid_fields(fields: Any, n: int) -> bool:
+    return (isinstance(fields, (tuple, list)) and len(fields) == n and 0 < n <= 64
+            and all(_valid_name(f) for f in fields) and len(set(fields)) == n)
+
+
+_NAMEDTUPLES: dict[tuple, type] = {}
+
+
+def _namedtuple(name: Any, fields: Any, n: int) -> type:
+    """A local named-tuple class with these (validated) names; cached and bounded."""
+    if not (_valid_name(name) and _valid_fields(fields, n)):
+        raise ProtocolError("invalid named tuple")
+    key = (name, tuple(fields))
+    if key not in _NAMEDTUPLES:
+        if len(_NAMEDTUPLES) >= 256:
+            raise ProtocolError("too many distinct named tuple types")
+        from collections import namedtuple
+
+        _NAMEDTUPLES[key] = namedtuple(name, fields)
+    return _NAMEDTUPLES[key]
+
+
+def encode_message(header: dict, tensors: dict[str, torch.Tensor], max_message: int = MAX_MESSAGE) -> list[bytes]:
+    """A frame as a list of byte strings (sent one after the other, never concatenated)."""
+    head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    blob = safetensors.torch.save(tensors) if tensors else b""
+    if len(head) > MAX_HEADER or len(head) + len(blob) > max_message:
+        raise EncodeError(f"message of {len(head) + len(blob)} bytes exceeds the limit of {max_message}")
+    return [PREFIX.pack(MAGIC, len(head), len(blob)), head, blob]
+
+
+def decode_message(head: bytes, blob: bytes) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Parse a frame's header and blob; every failure is a ProtocolError."""
+    try:
+        header = json.loads(head.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # ValueError covers bad UTF-8 and huge ints
+        raise ProtocolError(f"undecodable header: {type(exc).__name__}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("header is not a JSON object")
+    tensors: dict[str, torch.Tensor] = {}
+    if blob:
+        try:
+            tensors = safetensors.torch.load(bytes(blob))
+        except Exception as exc:
+            raise ProtocolError(f"undecodable tensor blob: {type(exc).__name__}") from None
+    return header, tensors
+
+
+# ------------------------------------------------------------------------------------------ frames
+
+class ChannelClosed(EOFError):
+    """The other end closed the connection."""
+
+
+class Channel:
+    """Frames over a connected stream socket, with deadlines and size limits on receive."""
+
+    def __init__(self, sock: socket.socket, max_message: int = MAX_MESSAGE):
+        self.sock = sock
+        self.max_message = max_message
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, header: dict, tensors: Optional[dict] = None, timeout: Optional[float] = None) -> None:
+        parts = encode_message(header, tensors or {}, self.max_message)
+        self.sock.settimeout(timeout)
+        for part in parts:
+            if part:
+                self.sock.sendall(part)
+
+    def recv(self, timeout: Optional[float] = None) -> tuple[dict, dict[str, torch.Tensor]]:
+        """The next frame; raises ChannelClosed, TimeoutError or ProtocolError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        magic, hlen, blen = PREFIX.unpack(self._read(PREFIX.size, deadline))
+        if magic != MAGIC:
+            raise ProtocolError("bad frame magic")
+        if hlen > MAX_HEADER or hlen + blen > self.max_message:
+            raise ProtocolError(f"frame of {hlen + blen} bytes exceeds the limit of {self.max_message}")
+        head = self._read(hlen, deadline)
+        blob = self._read(blen, deadline) if blen else b""
+        return decode_message(head, blob)
+
+    def _read(self, n: int, deadline: Optional[float]) -> bytearray:
+        # Grow the buffer as data arrives: a peer announcing a huge frame and sending nothing
+        # costs us nothing but the wait.
+        buf = bytearray()
+        while len(buf) < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("timed out reading a frame")
+                self.sock.settimeout(left)
+            else:
+                self.sock.settimeout(None)
+            chunk = self.sock.recv(min(n - len(buf), _CHUNK))
+            if not chunk:
+                raise ChannelClosed("connection closed")
+            buf += chunk
+        return buf
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+

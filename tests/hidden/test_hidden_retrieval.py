@@ -1,0 +1,369 @@
+"""Hidden suite, task retrieval: semantic_search and SemanticIndex.
+
+semantic_search is compared with the reference (a brute-force check at sizes where one exists) on
+seeded inputs that cross common block sizes (1000, 1024, 4096, 10000 rows). Ties are built from
+vectors whose cosines are exact in floating point (entries 0 and +-1, four non-zeros: every cosine is
+a multiple of 1/4), so every correct implementation sees the same ties, however it sums; there the
+indices must equal the reference's exactly. On Gaussian data two hits whose true cosines differ only
+by round-off may come back in either order (normalise-then-matmul, matmul-then-divide, float32 or
+float64, blocks or one product, topk or sort all round differently): an index is right there when its
+true (float64) cosine is the expected score at its rank, to the tolerance the scores are checked with.
+
+Every point needs a right answer: the tests of form (bad input rejected, inputs left alone, one query
+string, len) also compare a search on valid input with the reference.
+
+SemanticIndex gets ``encode``, a callable that lives in this (trusted) process: through the sandbox,
+the worker calls back into it, so the count of encoded texts is measured where the submission cannot
+touch it.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertlab.checks import (check_close, check_tensor, expect_value_error, fail, first_line, generator, index_problem, name_mistake,
+                            short, true_cosines)
+from bertlab.mistakes import hint as mistake_hint
+
+pytestmark = pytest.mark.retrieval
+
+
+# ---------------------------------------------------------------------------------------------
+# semantic_search
+# ---------------------------------------------------------------------------------------------
+
+def gaussian(seed: int, n: int, D: int) -> torch.Tensor:
+    """Seeded vectors with unequal norms and a shared offset (cosine differs from the dot product)."""
+    g = generator(seed)
+    return (torch.randn(n, D, generator=g) + 0.5) * (0.2 + 3 * torch.rand(n, 1, generator=g))
+
+
+def signed_patterns(seed: int, n: int, D: int = 16, nonzero: int = 4) -> torch.Tensor:
+    """n vectors with exactly ``nonzero`` entries in {-1, +1}: all norms are 2, all cosines exact."""
+    return _signed_patterns(seed, n, D, nonzero).clone()
+
+
+@functools.lru_cache(maxsize=None)
+def _signed_patterns(seed: int, n: int, D: int, nonzero: int) -> torch.Tensor:
+    g = generator(seed)
+    out = torch.zeros(n, D)
+    for i in range(n):
+        where = torch.randperm(D, generator=g)[:nonzero]
+        out[i, where] = torch.randint(0, 2, (nonzero,), generator=g).float() * 2 - 1
+    return out
+
+
+def diagnose_search(scores: torch.Tensor, indices: torch.Tensor, queries, corpus, top_k) -> str:
+    """Name the classic mistakes (bertlab/mistakes.py) whose formula the result matches: order,
+    normalisation, ties; '' when it matches none of them."""
+    q = queries if queries.dim() == 2 else queries[None]
+    k = min(top_k, corpus.shape[0])
+    cosine = true_cosines(q, corpus)
+    ascending = torch.sort(cosine, dim=1, stable=True).values[:, :k]
+    corpus_raw = F.normalize(q.double(), dim=1) @ corpus.double().T
+    query_raw = q.double() @ F.normalize(corpus.double(), dim=1).T
+    by_score = name_mistake(scores, {
+        "ret_ascending": ascending,
+        "ret_corpus_not_normalised": torch.sort(corpus_raw, dim=1, descending=True).values[:, :k],
+        "ret_query_not_normalised": torch.sort(query_raw, dim=1, descending=True).values[:, :k],
+    }, tol=1e-4)
+    if by_score:
+        return by_score
+    # Ties by descending index: only where the data have ties that change the answer (without ties the
+    # formula is the right answer, and a result failing for another reason must not be told about ties).
+    flipped = torch.sort(cosine.flip(1), dim=1, descending=True, stable=True).indices[:, :k]
+    ties_descending = corpus.shape[0] - 1 - flipped
+    ties_ascending = torch.sort(cosine, dim=1, descending=True, stable=True).indices[:, :k]
+    if indices.shape == ties_descending.shape and not torch.equal(ties_descending, ties_ascending) and \
+            torch.equal(indices.long(), ties_descending):
+        return mistake_hint("ret_ties_descending")
+    return ""
+
+
+def call_on_valid_input(call, what: str):
+    """``call()``; a ValueError here fails with a message that says the input was valid."""
+    try:
+        return call()
+    except ValueError as exc:
+        raised = first_line(exc)
+    # Failed outside the except block, so the student's exception is not chained onto the message.
+    fail(f"{what} raised ValueError ({raised}), but this input is valid. Raise only for the bad "
+         "inputs the docstring lists (different D, inputs that are not 1-D/2-D, top_k < 1).")
+
+
+def check_search(impl, reference, queries, corpus, top_k, what: str, *, atol: float = 1e-5,
+                 exact_ties: bool = False):
+    """semantic_search on copies of the inputs, checked against the reference (see check_search_result)."""
+    result = call_on_valid_input(lambda: impl.retrieval.semantic_search(queries.clone(), corpus.clone(), top_k=top_k),
+                                 what)
+    return check_search_result(result, reference, queries, corpus, top_k, what, atol=atol, exact_ties=exact_ties)
+
+
+def check_search_result(result, reference, queries, corpus, top_k, what: str, *, atol: float = 1e-5,
+                        exact_ties: bool = False):
+    """A pair of [Q, k] tensors (scores within atol + atol*|expected| of the reference's, int64 indices
+    right as index_problem defines it), best first; returns (scores, indices)."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        fail(f"{what} should return a pair (scores, indices); got {short(result)}.")
+    expected_scores, expected_indices = reference.retrieval.semantic_search(queries.clone(), corpus.clone(),
+                                                                            top_k=top_k)
+    Q, k = expected_scores.shape
+    shape_hint = (f"Expected [Q, k] = [{Q}, {k}] with k = min(top_k, N) = min({top_k}, {corpus.shape[0]}); "
+                  "a single 1-D query still gives Q = 1.")
+    scores = check_tensor(result[0], (Q, k), f"{what}: scores", shape_hint=shape_hint)
+    indices = check_tensor(result[1], (Q, k), f"{what}: indices", shape_hint=shape_hint)
+    if indices.dtype != torch.int64:
+        fail(f"{what}: indices have dtype {indices.dtype}; expected torch.int64 (what torch.topk returns).")
+
+    def diagnosis(_scores=None) -> str:  # worked out only for a failing result: it costs several sorts
+        return diagnose_search(scores, indices, queries, corpus, top_k)
+
+    # 1e-6: a correct search may report scores it computed apart from its ranking (round-off).
+    if k > 1 and (scores[:, 1:] > scores[:, :-1] + 1e-6).any():
+        fail(f"{what}: the scores of a row are not in descending order (best hit first). {diagnosis()}".strip())
+    check_close(scores, expected_scores, f"{what}: scores", atol=atol, rtol=atol, diagnose=diagnosis)
+    problem = index_problem(indices, expected_indices, true_cosines(queries, corpus), atol=atol, rtol=atol,
+                            exact_ties=exact_ties)
+    if problem:
+        advice = ("Equal scores go to the smaller corpus index, also at the k-th place; when you search in blocks, "
+                  "count indices from the start of the corpus." if exact_ties else
+                  "Each index must be the corpus row whose cosine is the score beside it; when you search in "
+                  "blocks, count indices from the start of the corpus.")
+        fail(f"{what}: {problem} {diagnosis() or advice}")
+    return scores, indices
+
+
+@pytest.mark.points(5)
+def test_search_matches_brute_force_across_block_sizes(impl, reference):
+    cases = [(7, 1000), (7, 1025), (5, 4097), (3, 10007), (300, 1500)]
+    for seed, (Q, N) in enumerate(cases):
+        corpus, queries = gaussian(200 + seed, N, 16), gaussian(300 + seed, Q, 16)
+        if N == 1025:
+            # Near-ties on purpose, at both sides of 1024: two scaled copies of query 0 (cosine 1, but
+            # computed through different numbers) and a copy turned by 1.4e-4 rad (cosine 1 - 1e-8, below
+            # float32 resolution). How a correct search rounds decides their order, so any order must pass.
+            q = queries[0]
+            across = F.normalize(corpus[0] - (corpus[0] @ q) / (q @ q) * q, dim=0)  # a unit vector orthogonal to q
+            for position, row in ((1022, 0.7 * q), (1023, q + 1.4e-4 * q.norm() * across), (1024, 3.1 * q)):
+                corpus[position] = row
+        check_search(impl, reference, queries, corpus, 10, f"semantic_search(Q={Q}, N={N}, D=16, top_k=10)")
+
+
+@pytest.mark.points(3)
+def test_search_ties_by_ascending_index(impl, reference):
+    corpus = signed_patterns(210, 2500)
+    queries = signed_patterns(211, 6)
+    # Exact copies of the first query at positions around common block boundaries.
+    for position in (3, 999, 1000, 1023, 1024, 2047, 2048, 2499):
+        corpus[position] = queries[0]
+    check_search(impl, reference, queries, corpus, 40,
+                 "semantic_search with many tied scores (N=2500, top_k=40)", atol=1e-6, exact_ties=True)
+
+
+@pytest.mark.points(2)
+def test_search_top_k_larger_than_corpus(impl, reference):
+    queries = gaussian(220, 4, 8)
+    for N, top_k in ((5, 10), (1, 3), (6, 6)):
+        check_search(impl, reference, queries, gaussian(221 + N, N, 8), top_k,
+                     f"semantic_search(Q=4, N={N}, top_k={top_k})")
+
+
+@pytest.mark.points(2)
+def test_search_single_query_vector(impl, reference):
+    corpus = gaussian(230, 50, 12)
+    query = gaussian(231, 1, 12)[0]  # shape [12]
+    check_search(impl, reference, query, corpus, 5, "semantic_search(query of shape [12], corpus [50, 12], top_k=5)")
+
+
+@pytest.mark.points(2)
+def test_search_rejects_bad_input(impl, reference):
+    corpus, queries = gaussian(240, 20, 8), gaussian(241, 3, 8)
+    # The points are for rejecting bad input while answering good input: raising for everything earns nothing.
+    check_search(impl, reference, queries, corpus, 5, "semantic_search(queries [3, 8], corpus [20, 8], top_k=5)")
+    expect_value_error(lambda: impl.retrieval.semantic_search(gaussian(242, 3, 6), corpus.clone(), top_k=5),
+                       "semantic_search(queries [3, 6], corpus [20, 8])",
+                       "the embedding sizes D differ (6 vs 8)")
+    for top_k in (0, -2):
+        expect_value_error(lambda: impl.retrieval.semantic_search(queries.clone(), corpus.clone(), top_k=top_k),
+                           f"semantic_search(..., top_k={top_k})", "top_k must be at least 1")
+
+
+@pytest.mark.points(1)
+def test_search_leaves_inputs_unchanged(impl, reference):
+    corpus, queries = gaussian(250, 30, 8), gaussian(251, 4, 8)
+    corpus_before, queries_before = corpus.clone(), queries.clone()
+    what = "semantic_search(queries [4, 8], corpus [30, 8], top_k=3)"
+    result = call_on_valid_input(lambda: impl.retrieval.semantic_search(queries, corpus, top_k=3), what)
+    if not torch.equal(corpus, corpus_before) or not torch.equal(queries, queries_before):
+        fail("semantic_search modified its inputs in place (e.g. `corpus /= corpus.norm(...)`): the "
+             "caller's embeddings changed. Normalise copies (F.normalize returns a new tensor).")
+    # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
+    check_search_result(result, reference, queries_before, corpus_before, 3, what)
+
+
+# ---------------------------------------------------------------------------------------------
+# SemanticIndex
+# ---------------------------------------------------------------------------------------------
+
+CORPUS = (
+    "A gripping thriller with a twist I never saw coming.",
+    "The dialogue is wooden and the plot makes no sense.",
+    "Beautiful animation, but the story is thin.",
+    "An instant classic: funny, moving and smart.",
+    "The sequel is worse than the original in every way.",
+    "I fell asleep halfway through this boring film.",
+    "Stunning photography of the Scottish highlands.",
+    "The cast has great chemistry and the jokes land.",
+    "Predictable, loud and far too long.",
+    "A documentary that changed how I see the ocean.",
+    "The villain steals every scene he is in.",
+    "Cheap effects ruin an otherwise decent monster movie.",
+)
+QUERIES = ("A terrible, boring movie.", "A clever and funny film.")
+ADD_SPLITS = ((0, 5), (5, 9), (9, 12))
+
+
+class CountingEncoder:
+    """``encode(list[str]) -> Tensor [n, 8]``: a fixed random vector per text (seeded by the text), and
+    a record of every text it was asked to encode. Lives in the trusted process."""
+
+    D = 8
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def __call__(self, texts):
+        if isinstance(texts, str):
+            raise TypeError("encode takes a list of texts, not one string: wrap it as [text].")
+        texts = list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            raise TypeError("encode takes a list of str.")
+        self.texts.extend(texts)
+        if not texts:
+            return torch.empty(0, self.D)
+        return torch.stack([torch.randn(self.D, generator=generator(zlib.crc32(t.encode()))) for t in texts])
+
+
+def build_index(module, encoder, splits=ADD_SPLITS, corpus=CORPUS):
+    index = module.SemanticIndex(encoder)
+    for start, stop in splits:
+        index.add(list(corpus[start:stop]))
+    return index
+
+
+def hit_fields(hit, what: str) -> tuple[int, float, str]:
+    try:
+        corpus_id, score, text = hit[0], hit[1], hit[2]
+    except Exception:  # noqa: BLE001 - whatever the student returned, say what was expected
+        fail(f"{what} should be a Hit (corpus_id, score, text); got {short(hit)}.")
+    return corpus_id, score, text
+
+
+def check_hits(actual, expected, what: str, queries, corpus=CORPUS) -> None:
+    """actual: what the submission's SemanticIndex.search returned for ``queries`` (a list of str) over
+    ``corpus``; expected: the reference index's hits. Ids must equal the reference's, except between
+    hits whose true cosines differ only by round-off (either order is right there: see index_problem)."""
+    cosines = true_cosines(CountingEncoder()(queries), CountingEncoder()(list(corpus)))
+    if not isinstance(actual, list) or not all(isinstance(row, list) for row in actual):
+        fail(f"{what} should return a list with one list of hits per query; got {short(actual)}. "
+             "Even a single query (a str) gives [[hit, hit, ...]].")
+    if len(actual) != len(expected):
+        fail(f"{what} returned {len(actual)} lists of hits; expected {len(expected)} (one per query).")
+    for q, (row, expected_row) in enumerate(zip(actual, expected)):
+        if len(row) != len(expected_row):
+            fail(f"{what}: query {q} has {len(row)} hits; expected {len(expected_row)} "
+                 "(min(top_k, number of indexed texts)).")
+        ids = []
+        for rank, (hit, want) in enumerate(zip(row, expected_row)):
+            corpus_id, score, text = hit_fields(hit, f"{what}: hit {rank} of query {q}")
+            near_tie = (isinstance(corpus_id, int) and 0 <= corpus_id < len(corpus) and corpus_id not in ids
+                        and text == corpus[corpus_id]
+                        and abs(float(cosines[q, corpus_id]) - want.score) <= 1e-5 * (1 + abs(want.score)))
+            ids.append(corpus_id)
+            if (corpus_id != want.corpus_id or text != want.text) and not near_tie:
+                why = ("The text is right but not its id: corpus ids count every added text in order, across all "
+                       "add() calls." if text == want.text else
+                       "Hits come best first (highest cosine), and each hit's text is the text with its id.")
+                fail(f"{what}: hit {rank} of query {q} is corpus_id {corpus_id!r} ({text!r}); expected corpus_id "
+                     f"{want.corpus_id} ({want.text!r}). {why}")
+            if not isinstance(score, float) or abs(score - want.score) > 1e-5:
+                fail(f"{what}: hit {rank} of query {q} has score {score!r}; expected the cosine "
+                     f"{want.score:.6f} as a Python float.")
+
+
+@pytest.mark.points(3)
+def test_index_search_matches_reference(impl, reference):
+    index = build_index(impl.retrieval, CountingEncoder())
+    expected = build_index(reference.retrieval, CountingEncoder()).search(list(QUERIES), top_k=4)
+    check_hits(index.search(list(QUERIES), top_k=4), expected,
+               "SemanticIndex.search(2 queries, top_k=4) after three add() calls", list(QUERIES))
+
+
+@pytest.mark.points(2)
+def test_index_encodes_each_text_once(impl, reference):
+    encoder = CountingEncoder()
+    index = build_index(impl.retrieval, encoder)
+    added = list(encoder.texts)
+    if sorted(added) != sorted(CORPUS):
+        extra = len(added) - len(CORPUS)
+        fail(f"Adding {len(CORPUS)} texts in three add() calls encoded {len(added)} texts"
+             + (f" ({extra} more than needed): add() must encode only the new texts, not the whole index "
+                "again." if extra > 0 else ": every added text must be encoded once, when it is added."))
+    hits = index.search(list(QUERIES), top_k=3)
+    searched = encoder.texts[len(added):]
+    if sorted(searched) != sorted(QUERIES):
+        fail(f"One search of {len(QUERIES)} queries encoded {len(searched)} texts; it should encode the "
+             "queries only (the corpus embeddings were stored by add()).")
+    # The points are for encoding once AND finding the right hits: an index that encodes once but
+    # searches wrongly earns nothing here.
+    expected = build_index(reference.retrieval, CountingEncoder()).search(list(QUERIES), top_k=3)
+    check_hits(hits, expected, "SemanticIndex.search(2 queries, top_k=3) after three add() calls", list(QUERIES))
+
+
+@pytest.mark.points(2)
+def test_index_ids_continue_across_adds(impl, reference):
+    index = build_index(impl.retrieval, CountingEncoder())
+    # Each text searched for itself: its own row is the best hit (cosine 1; the next best is below 0.7).
+    for q, row in enumerate(index.search(list(CORPUS[5:9]) + [CORPUS[11]], top_k=1)):
+        if not isinstance(row, list) or len(row) != 1:
+            fail(f"search(..., top_k=1) should give one list with one hit per query; got {short(row)}.")
+        corpus_id, _, text = hit_fields(row[0], "a hit")
+        expected_id = 5 + q if q < 4 else 11
+        start_of_its_add = max(start for start, _ in ADD_SPLITS if start <= expected_id)
+        if corpus_id != expected_id and text == CORPUS[expected_id]:
+            restarted = corpus_id == expected_id - start_of_its_add
+            fail(f"Searching for the text added as corpus id {expected_id} (in a later add() call) found it, but "
+                 f"as corpus_id {corpus_id!r}. "
+                 + (mistake_hint("ret_index_ids_restart") if restarted else
+                    "Ids count every added text in order, across all add() calls."))
+        if corpus_id != expected_id:
+            fail(f"Searching for the text added as corpus id {expected_id} returned corpus_id {corpus_id!r} "
+                 f"({short(text)}): a text's best hit is itself (cosine 1).")
+        if text != CORPUS[expected_id]:
+            fail(f"Hit for corpus id {expected_id} carries the text {short(text)}; each hit's text must be the "
+                 "text with that id.")
+
+
+@pytest.mark.points(2)
+def test_index_single_query_and_len(impl, reference):
+    index = build_index(impl.retrieval, CountingEncoder())
+    size = len(index)
+    if size != len(CORPUS):
+        fail(f"len(index) is {size!r} after adding {len(CORPUS)} texts; it should count the indexed texts.")
+    expected = build_index(reference.retrieval, CountingEncoder()).search(QUERIES[0], top_k=2)
+    check_hits(index.search(QUERIES[0], top_k=2), expected, "SemanticIndex.search(one query string, top_k=2)",
+               [QUERIES[0]])
+
+
+@pytest.mark.points(1)
+def test_index_top_k_larger_than_index(impl, reference):
+    splits = ((0, 2), (2, 3))
+    index = build_index(impl.retrieval, CountingEncoder(), splits)
+    expected = build_index(reference.retrieval, CountingEncoder(), splits).search(list(QUERIES), top_k=10)
+    check_hits(index.search(list(QUERIES), top_k=10), expected, "SemanticIndex.search(top_k=10) on 3 texts",
+               list(QUERIES), CORPUS[:3])

@@ -1,0 +1,217 @@
+"""The house as docs/architecture.md draws it: rooms in layers, imports only downward, no cycles.
+
+Every import of the kit's own modules is read from the source (``ast``: module-level and
+function-level imports alike, relative ones resolved), so a lazy import inside a function counts as
+much as one at the top of the file: a cycle through a function-level import is still a cycle.
+
+``python tests/test_architecture.py`` prints the rooms, their layers, their sizes and every edge
+between rooms.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Folder of the checkout -> the package it installs as (pyproject.toml's package-dir, most specific first).
+FOLDERS = {
+    "tests/public": "bertlab.public_tests",
+    "tests/hidden": "bertlab_grader.hidden",
+    "solutions": "bertlab_grader.solutions",
+    "grader": "bertlab_grader",
+    "src/bertlab": "bertlab",
+}
+
+#: The rooms, lowest first. A module may import from its own room and from rooms below it, never above.
+ROOMS = [
+    ("bertlab", "the student package: lesson code, `bertlab check`, the shared checks and mistakes"),
+    ("bertlab.public_tests", "the public tests (tests/public/)"),
+    ("bertlab_grader.solutions", "the reference solutions, with nbgrader's fences (solutions/)"),
+    ("bertlab_grader.core", "where the kit's files are, nbgrader's fences, the grader's failures, the digest"),
+    ("bertlab_grader.sandbox.inside", "the only kit code that runs inside bubblewrap: server and wire format"),
+    ("bertlab_grader.sandbox", "the trusted side of the sandbox: launcher, remote proxy, malloc pin"),
+    ("bertlab_grader.performance", "the performance task: timing protocol, quiet room, timing record"),
+    ("bertlab_grader.hidden", "the hidden suites with points (tests/hidden/)"),
+    ("bertlab_grader.mutants", "the mutant bank: recipes applied to the solutions"),
+    ("bertlab_grader.grading", "grading one submission: suite run and results, hints, preflight"),
+    ("bertlab_grader.course", "the nbgrader course: gradebook, results.json, submissions, worker pool, cohort run"),
+    ("bertlab_grader.authoring", "stubs, the lesson notebook, the student bundle and its leak scan, the audit"),
+    ("bertlab_grader.reporting", "after grading, for the instructor: the report, similar pairs"),
+    ("bertlab_grader.export", "after grading, to other platforms: LMS files, the Gradescope archive and autograder"),
+    ("bertlab_grader.commands", "`bertlab demo` and `bertlab doctor`"),
+    ("bertlab_grader", "the instructor commands' registration (cli.py)"),
+]
+LAYER = {room: index for index, (room, _) in enumerate(ROOMS)}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("").as_posix()
+    for folder, package in FOLDERS.items():
+        if rel == folder or rel.startswith(folder + "/"):
+            dotted = package + rel[len(folder):].replace("/", ".")
+            return dotted.removesuffix(".__init__")
+    raise ValueError(path)
+
+
+def kit_modules() -> dict[str, Path]:
+    """{module name: file} of every module of the two packages."""
+    found = {}
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                found.setdefault(module_name(path), path)
+    return found
+
+
+def room_of(module: str) -> str:
+    """The most specific room that holds ``module``."""
+    best = ""
+    for room in LAYER:
+        if (module == room or module.startswith(room + ".")) and len(room) > len(best):
+            best = room
+    return best
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The kit modules that ``module`` imports: for ``from X import a``, ``X.a`` when that is a module,
+    else ``X``; relative imports resolved against ``module``'s package."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def known(name: str) -> str:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [known(alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else known(base)
+                       for alias in node.names]
+        else:
+            continue
+        out.update(t for t in targets if t and t != module and room_of(t))
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = kit_modules()
+    return {module: imports_of(module, path, modules) for module, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+    counter = [0]
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return out
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{module} ({room_of(module)}) imports {target} ({room_of(target)}), a room above it"
+            for module, targets in sorted(graph.items()) for target in sorted(targets)
+            if LAYER[room_of(target)] > LAYER[room_of(module)]]
+
+
+def test_every_module_has_a_room():
+    homeless = [module for module in kit_modules() if not room_of(module)]
+    assert not homeless, f"modules in no room of ROOMS: {homeless}"
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph())
+    assert not found, "import cycles (function-level imports count too): " + "; ".join(
+        " <-> ".join(component) for component in found)
+
+
+def test_imports_only_go_down():
+    upward = upward_imports(import_graph())
+    assert not upward, "imports that point up (docs/architecture.md, 'Rooms and layers'):\n" + "\n".join(upward)
+
+
+def test_the_sandboxed_server_imports_nothing_of_the_grader():
+    """What runs beside student code is one folder: it may use the student package and itself only."""
+    graph = import_graph()
+    inside = [m for m in graph if room_of(m) == "bertlab_grader.sandbox.inside"]
+    assert inside
+    for module in inside:
+        outside = {t for t in graph[module] if room_of(t) not in ("bertlab", "bertlab_grader.sandbox.inside")}
+        assert not outside, f"{module} imports {sorted(outside)}: inside the sandbox they do not exist"
+
+
+def test_the_architecture_page_names_every_room():
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [room for room, _ in ROOMS if f"`{room}`" not in page]
+    assert not missing, f"docs/architecture.md does not name these rooms: {missing}"
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def report() -> str:
+    graph = import_graph()
+    modules = kit_modules()
+    by_room = defaultdict(list)
+    for module, path in modules.items():
+        by_room[room_of(module)].append(path)
+    out = ["layer  room                              files  lines  largest file"]
+    for room, _ in ROOMS:
+        paths = by_room[room]
+        largest = max(paths, key=lines) if paths else None
+        out.append(f"{LAYER[room]:>5}  {room:<32}  {len(paths):>5}  {sum(map(lines, paths)):>5}  "
+                   + (f"{largest.relative_to(ROOT)} ({lines(largest)})" if largest else ""))
+    edges = defaultdict(set)
+    for module, targets in graph.items():
+        for target in targets:
+            if room_of(target) != room_of(module):
+                edges[room_of(module)].add(room_of(target))
+    out.append("")
+    out += [f"{room} -> {', '.join(sorted(edges[room], key=LAYER.get))}" for room, _ in ROOMS if edges[room]]
+    out.append("")
+    out.append(f"{len(cycles(graph))} cycles, {len(upward_imports(graph))} upward imports, "
+               f"{sum(1 for p in modules.values() if lines(p) > 500)} files over 500 lines")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(report())
+    sys.exit(pytest.main([__file__, "-q", "-p", "no:cacheprovider"]))
