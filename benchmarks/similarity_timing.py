@@ -48,7 +48,7 @@ ASSIGNMENT = "week7"
 def file_pools() -> dict[str, list[str]]:
     """{filename: [texts a student's file of that task may be]}."""
     from bertlab_grader.mutants import load_bank
-    from bertlab_grader.mutants.build import stripped_solutions
+    from bertlab_grader.core.locations import reference_sources as stripped_solutions
 
     tests = KIT_ROOT / "tests"
     folders = [tests / "outside_bank" / name for name in ("correct_literal", "correct_gram", "correct_batched")]
@@ -189,7 +189,7 @@ def sweep_k(values: list[int]) -> None:
     import statistics
 
     from bertlab_grader.reporting import similarity
-    from bertlab_grader.mutants.build import stripped_solutions
+    from bertlab_grader.core.locations import reference_sources as stripped_solutions
 
     sys.path.insert(0, str(KIT_ROOT / "tests"))
     from test_similarity import PLANTED_CKA  # the planted copy of outside_bank/correct_gram/cka.py

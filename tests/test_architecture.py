@@ -183,6 +183,25 @@ def test_the_architecture_page_names_every_room():
     assert not missing, f"docs/architecture.md does not name these rooms: {missing}"
 
 
+def test_every_piece_of_every_task_is_where_the_registry_says_and_carries_its_name():
+    """One task, one name: stub, solution, public and hidden test, teaching, mutants, benchmark and
+    concept page all exist and all have the task's name in their path."""
+    import subprocess
+
+    from bertlab.tasks import EXERCISES
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    for task in EXERCISES:
+        pieces = task.pieces()
+        missing = [f"{role}: {path}" for role, path in pieces.items() if not (ROOT / path).is_file()]
+        assert not missing, f"task {task.name}: the registry (bertlab/tasks.py) names missing pieces: {missing}"
+        unnamed = [path for path in pieces.values() if task.name not in path]
+        assert not unnamed, f"task {task.name}: pieces whose path does not say {task.name!r}: {unnamed}"
+        if tracked:  # a checkout (an unpacked sdist has no git)
+            named = {path for path in tracked if task.name in Path(path).name}
+            assert set(pieces.values()) <= named, sorted(set(pieces.values()) - named)
+
+
 def lines(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
 

@@ -12,18 +12,19 @@ import pytest
 from bertlab.implementations import load_directory, load_implementation
 from bertlab.mistakes import find as find_mistake
 from bertlab_grader.authoring.audit import run_audit
-from bertlab_grader.grading.hints import PROBES, matching_mistakes
+from bertlab_grader.grading.hints import matching_mistakes
+from bertlab_grader.mutants.bank import FINGERPRINTS
 from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.mutants import load_bank
-from bertlab_grader.mutants.build import stripped_solutions
+from bertlab_grader.core.locations import reference_sources as stripped_solutions
 from bertlab_grader.grading.scoring import CORRECTNESS_TASKS
 
 
 @pytest.fixture(scope="module", autouse=True)
 def one_torch_thread():
-    """The hint probes run on one torch thread here, as they do in a grader worker and in the audit's
-    workers. With two, the siamese probe's small tiny-BERT passes cost five times the CPU, mostly
-    threads waiting on each other (measured on two shared cores: 1.7 s of CPU per probe instead of
+    """The hints' fingerprints are taken on one torch thread here, as they do in a grader worker and in the audit's
+    workers. With two, the siamese fingerprint's small tiny-BERT passes cost five times the CPU, mostly
+    threads waiting on each other (measured on two shared cores: 1.7 s of CPU per fingerprint instead of
     0.34 s). Restored after this module; the audit forks its workers from this process."""
     from bertlab_grader.performance.timing import one_torch_thread
 
@@ -56,9 +57,9 @@ def test_every_hinted_mutant_is_recognised_and_no_correct_code_gets_a_hint():
     for entry in load_bank(kinds=("mutant",)):
         if entry.hint:
             found = [m.name for m in matching_mistakes(load_directory(entry.path), entry.task)]
-            assert found == [entry.name], f"{entry.name}: the probe matches {found}"
+            assert found == [entry.name], f"{entry.name}: the fingerprint matches {found}"
     for impl in [load_implementation("reference")] + [load_directory(v.path) for v in load_bank(kinds=("variant",))]:
-        for task in PROBES:
+        for task in FINGERPRINTS:
             assert matching_mistakes(impl, task) == [], f"{impl.name} gets a {task} hint"
 
 

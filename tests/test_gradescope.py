@@ -326,25 +326,26 @@ def test_without_bubblewrap_it_grades_unsafe_only_if_allowed(monkeypatch):
 
 
 def test_lock_hidden_files_leaves_the_worker_what_it_imports(tmp_path):
-    from types import SimpleNamespace
-
-    from bertlab_grader.core.locations import KIT_ROOT as kit_root
     from bertlab_grader.sandbox import launcher
 
-    # What the worker needs of the instructor package is what the sandbox shows it (Sandbox._kit_parts).
-    parts, _ = launcher.Sandbox._kit_parts(SimpleNamespace(kit_root=kit_root))
-    grader_parts = {p.name for p in parts if p.parent == launcher.GRADER_DIR}
-    assert grader_parts == set(gradescope.WORKER_NEEDS)
+    # What the server needs of the instructor package is the one folder the sandbox shows it.
+    from bertlab_grader.core.locations import PACKAGE_DIR, SANDBOX_INSIDE_DIR
+
+    assert gradescope.WORKER_NEEDS == (SANDBOX_INSIDE_DIR.relative_to(PACKAGE_DIR).as_posix(),)
+    assert launcher.WORKER.parent == SANDBOX_INSIDE_DIR
 
     package, source = tmp_path / "bertlab_grader", tmp_path / "source"
-    for folder in (package / "sandbox", package / "suites", package / "reference", source / "wheels"):
+    for folder in (package / "sandbox" / "inside", package / "hidden", package / "solutions", package / "course",
+                   source / "wheels"):
         folder.mkdir(parents=True)
-    for name in ("__init__.py", "rpc.py", "runner.py", "suites/test_hidden_cka.py", "sandbox/worker.py"):
+    for name in ("__init__.py", "course/runner.py", "hidden/test_hidden_cka.py", "sandbox/launcher.py",
+                 "sandbox/__init__.py", "sandbox/inside/server.py", "sandbox/inside/rpc.py"):
         (package / name).write_text("")
         (package / name).chmod(0o644)
     needed = {name: stat.S_IMODE((package / name).stat().st_mode) for name in gradescope.WORKER_NEEDS}
     locked = gradescope.lock_hidden_files(package, source)
-    assert set(locked) == {source, package / "suites", package / "reference", package / "runner.py"}
+    assert set(locked) == {source, package / "__init__.py", package / "course", package / "hidden", package / "solutions",
+                           package / "sandbox" / "__init__.py", package / "sandbox" / "launcher.py"}
     for path in locked:
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
     assert needed == {name: stat.S_IMODE((package / name).stat().st_mode) for name in gradescope.WORKER_NEEDS}
@@ -434,8 +435,8 @@ def test_an_installed_kit_builds_the_same_kit_wheel(autograder, autograder_zip, 
         assert sorted(set(a.namelist()) - {record}) == sorted(set(b.namelist()) - {record})
         assert all(a.read(n) == b.read(n) for n in a.namelist() if n != record)
         assert b.namelist()[-1] == record and len(b.read(record).decode().splitlines()) == len(b.namelist())
-    assert any(n.endswith("grader/export/gradescope/gradescope.schema.json") for n in a.namelist())
-    assert any(n.endswith("grader/export/gradescope/files/run_autograder") for n in a.namelist())
+    assert any(n.endswith("bertlab_grader/export/gradescope/gradescope.schema.json") for n in a.namelist())
+    assert any(n.endswith("bertlab_grader/export/gradescope/files/run_autograder") for n in a.namelist())
 
 
 def test_a_wheelhouse_that_lacks_a_dependency_is_named(autograder_zip, tmp_path):

@@ -116,11 +116,11 @@ def test_student_text_never_names_a_path_or_kit_frame():
     from bertlab_grader.grading.scoring import error_message, scrub
 
     text = ('the sandbox said:\nTraceback (most recent call last):\n'
-            f'  File "{KIT_ROOT}/grader/sandbox/worker.py", line 813, in <module>\n    main()\n'
+            f'  File "{KIT_ROOT}/grader/sandbox/inside/server.py", line 813, in <module>\n    main()\n'
             '  File "cka.py", line 4, in linear_cka\n    raise ValueError("bad")\n'
-            f'ValueError: bad shape, see {KIT_ROOT}/grader/reference/cka.py and /srv/x/y')
+            f'ValueError: bad shape, see {KIT_ROOT}/solutions/cka.py and /srv/x/y')
     clean = scrub(text)
-    assert str(KIT_ROOT) not in clean and "worker.py" not in clean and "/srv/x" not in clean
+    assert str(KIT_ROOT) not in clean and "server.py" not in clean and "/srv/x" not in clean
     assert 'File "cka.py", line 4' in clean and "raise ValueError" in clean, "the student's own frames stay"
     assert str(KIT_ROOT) not in error_message(ValueError(text), "call")
 
@@ -207,7 +207,7 @@ def test_a_cohort_through_broken_and_working_sandboxes(tmp_path):
 
     _submit(course, "s3", {**STUBS, "pooling.py": STUBS["pooling.py"] + "\n# changed\n"})
     (course / "submitted/s1/week7/cka.py").write_text(STUBS["cka.py"] + "\n# resubmitted\n")
-    broken = _broken_bwrap(tmp_path / "broken-bin", fail_for="worker.py")  # probes pass, the worker fails
+    broken = _broken_bwrap(tmp_path / "broken-bin", fail_for="bertlab_sandbox.server")  # bwrap works, the sandboxed server cannot start
     second = _bertlab("grade", str(course), "--workers", "1", env=broken)
     assert second.returncode == 1, second.stdout[-2000:] + second.stderr[-3000:]
     assert _graded(course) == ["s1", "s2"], "a grader failure must not write results.json"

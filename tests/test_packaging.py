@@ -41,18 +41,21 @@ def test_the_wheel_installs_only_the_two_packages(installed_kit):
     packages = {n for n in names if not n.endswith(".dist-info")}
     assert packages == {"bertlab", "bertlab_grader"}, names
     generic = run([venv_bin / "python", "-c", "import importlib.util as u; "
-                    "print([n for n in ('solutions', 'exercises', 'grader', 'tests') if u.find_spec(n)])"],
+                    "print([n for n in ('solutions', 'exercises', 'grader', 'tests', 'hidden', 'public') if u.find_spec(n)])"],
                    cwd=wheel.parent)
     assert ok(generic).stdout.strip() == "[]"
     # What grading needs ships inside the package: the reference, the hidden suites, their pytest.ini,
     # the schema, the demo cohort, the student pages for release.
     with zipfile.ZipFile(wheel) as archive:
         files = set(archive.namelist())
-    for needed in ("bertlab_grader/reference/cka.py", "bertlab_grader/suites/test_hidden_cka.py",
-                   "bertlab_grader/suites/pytest.ini", "grader/course/results.schema.json",
-                   "grader/course/templates/task_results.html.j2", "bertlab_grader/kit_docs/student-guide.md",
-                   "grader/authoring/lesson/Week_7_encoder.py",
-                   "bertlab/public_tests/pytest.ini", "bertlab/data/sts_b/sts-test.tsv", "bertlab/requirements.txt",
+    for needed in ("bertlab_grader/solutions/cka.py", "bertlab_grader/hidden/test_hidden_cka.py",
+                   "bertlab_grader/hidden/pytest.ini", "bertlab_grader/course/results.schema.json",
+                   "bertlab_grader/course/templates/task_results.html.j2", "bertlab_grader/kit_docs/student-guide.md",
+                   "bertlab_grader/authoring/lesson/Week_7_encoder.py", "bertlab_grader/sandbox/inside/server.py",
+                   "bertlab_grader/commands/demo_cohort/erin/cka.py", "bertlab_grader/export/gradescope/files/setup.sh",
+                   "bertlab_grader/reporting/templates/report.html.j2",
+                   "bertlab/public_tests/pytest.ini", "bertlab/public_tests/test_cka.py",
+                   "bertlab/data/sts_b/sts-test.tsv", "bertlab/requirements.txt",
                    "bertlab/data/pretraining_heads/masked_lm.safetensors",
                    "bertlab/data/pretraining_heads/next_sentence.json"):
         assert needed in files, needed

@@ -361,7 +361,7 @@ def test_scan_finds_planted_leaks(bundle, tmp_path):
     assert "docs/cheat.md:3: a line of solutions/" in problems
     assert "exercises/extra.ipynb" in problems and "nbgrader fence" in problems
     assert f"src/bertlab/public_tests/renamed.py: a copy of tests/hidden/{hidden.name}" in problems
-    assert "grader/x.txt: instructor-only path" in problems
+    assert "src/bertlab_grader/x.txt: instructor-only path" in problems
 
 
 def test_links_in_the_bundle_docs_resolve_inside_the_bundle(bundle):

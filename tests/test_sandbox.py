@@ -391,7 +391,7 @@ def test_writes_only_in_its_own_scratch_space(isolated, course):
 
 @pytest.mark.parametrize("where", ["site", "dist-packages"])
 def test_installed_copies_of_secret_packages_are_hidden(monkeypatch, where):
-    """A non-editable install copies bertlab_grader (its reference/ and suites/ with it) next to torch:
+    """A non-editable install copies bertlab_grader (its solutions/ and hidden/ with it) next to torch:
     hide it too, wherever it was installed."""
     site = Path(launcher._python_dirs()[-1])
     installed = (site if where == "site" else Path("/usr/lib/python3/dist-packages")) / "bertlab_grader"

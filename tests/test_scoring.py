@@ -22,7 +22,7 @@ KIT = Path(__file__).resolve().parents[1]
 DOCS = KIT / "docs" / "hidden-suites.md"
 
 # What must never reach a student: test source, our file paths, tracebacks, pytest introspection.
-FORBIDDEN = ("def test_", "bertlab_grader/suites", "Traceback", "reference_data", "\nassert ", "assert close(",
+FORBIDDEN = ("def test_", "bertlab_grader/hidden", "tests/hidden", "solutions/", "Traceback", "reference_data", "\nassert ", "assert close(",
              "grader/", "conftest")
 
 
@@ -44,7 +44,7 @@ def test_max_points_match_the_documented_table():
     documented = dict(re.findall(r"^\| `(test_\w+)` \| (\d+) \|", DOCS.read_text(), flags=re.M))
     collected = {name: points for tests in points_by_test().values() for name, points in tests}
     assert {k: float(v) for k, v in documented.items()} == collected, \
-        "docs/hidden-suites.md lists other tests or points than bertlab_grader/suites carries"
+        "docs/hidden-suites.md lists other tests or points than the hidden suites (tests/hidden/) carry"
 
 
 def test_solutions_get_full_marks_and_a_valid_results_dict():

@@ -163,10 +163,11 @@ def run_rows(jobs: list[tuple], workers: int) -> list[Row]:
     from bertlab_grader.grading.scoring import warm_up
 
     warm_up()
-    if any(job[6] for job in jobs):  # hints: probe the bank once here, not once per worker
-        from bertlab_grader.grading.hints import PROBES, known_mistakes, reference_record
+    if any(job[6] for job in jobs):  # hints: fingerprint the bank once here, not once per worker
+        from bertlab_grader.grading.hints import known_mistakes, reference_record
+        from bertlab_grader.mutants.bank import FINGERPRINTS
 
-        for task in PROBES:
+        for task in FINGERPRINTS:
             reference_record(task)
             known_mistakes(task)
     if workers <= 1 or len(jobs) <= 1:

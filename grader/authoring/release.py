@@ -125,7 +125,8 @@ read the docstrings (Inputs, Returns, Raises) and handle every case they describ
 
 - `docs/student-guide.md`: the tasks, the ideas behind them, and the figures to expect.
 - `docs/self-paced.md`: working without an instructor (hints, progress, comparing with the reference).
-- `docs/concepts/`: one page per idea (CKA, pooling, Sentence-BERT, semantic search).
+- `docs/concepts/`: one page per idea of the lesson (CKA, inside BERT, fine-tuning, pooling, Sentence-BERT,
+  semantic search).
 """
 
 BUNDLE_GITIGNORE = """\

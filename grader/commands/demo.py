@@ -22,7 +22,7 @@ from bertlab_grader.authoring.stubs import expected_exercises
 
 ASSIGNMENT = "week7"
 
-# dave's bugs: (mutant of the bank, grader/mutants/build.py; the file taken from it).
+# dave's bugs: (mutant of the bank, grader/mutants/<task>.py; the file taken from it).
 BUGGY_FROM_BANK = (("cka_no_centering", "cka.py"), ("pool_divide_by_length", "pooling.py"),
                    ("ret_ascending", "retrieval.py"))
 

@@ -1,7 +1,7 @@
 """Preflight: grade the reference solution in the very sandbox that will grade the students.
 
 Before the first student, ``bertlab grade``, ``grade-one`` and ``demo`` (and ``doctor``) grade the
-kit's reference solutions (bertlab_grader/reference) through the same warm worker and sandbox. The
+kit's reference solutions (solutions/) through the same warm worker and sandbox. The
 reference must get full marks in every correctness task; anything less means the grader, not the
 students, is broken (a sandbox that cannot import the kit, a model that does not load, a suite that
 raises), and no student is graded until that is fixed. The performance task is left out: its speed bands depend on the machine's load.

@@ -1,6 +1,6 @@
 """Scoring a submission: run the hidden suites in process and build its results dict (docs/results-format.md).
 
-``run_hidden_suite(impl, student=...)`` runs the hidden suites (``bertlab_grader/suites``) in THIS
+``run_hidden_suite(impl, student=...)`` runs the hidden suites (``tests/hidden/``, installed as ``bertlab_grader.hidden``) in THIS
 process (pytest.main with a plugin object) with ``config.bertlab_impl = impl``: the conftest's ``impl`` fixture returns it, so
 the tests talk to the sandboxed proxy (or an in-process implementation for the audit). The plugin
 records, per test: its task (marker), its points (``@pytest.mark.points(n)``), the outcome and a
@@ -8,7 +8,7 @@ message the student may read.
 
 Outcomes:
     passed    the test passed (performance tests may pass with full points only)
-    failed    a check of the test failed (an assertion / pytest.fail in bertlab_grader/suites or the grader)
+    failed    a check of the test failed (an assertion / pytest.fail in the hidden suites or the grader)
     timeout   the submission did not answer in time (bertlab_grader.sandbox.remote.SubmissionTimeout)
     error     the test could not run (set-up failed) or the submission crashed or raised something
               unexpected (NotImplementedError from an untouched stub included)

@@ -5,7 +5,7 @@
         impl.cka.linear_cka(X, Y)
     sb.close()
 
-The template (worker.py) runs under bubblewrap: its own pid, network, IPC and UTS namespaces, a
+The template (inside/server.py) runs under bubblewrap: its own pid, network, IPC and UTS namespaces, a
 read-only view of the system with the kit, the course, /tmp, /root, /home and /run hidden (only the
 Python install, ``bertlab`` and the worker's own files are shown back, wherever they live), a private
 /tmp, and an unprivileged uid when we are root. Where bubblewrap is missing or cannot create its
@@ -60,7 +60,7 @@ NOBODY = 65534
 # Named models the template builds once, so that each submission's process starts with them: MiniLM
 # (shared, copy-on-write) and the small random BERTs the hidden siamese suite passes (each session
 # gets a copy: building one costs about 40 ms, copying it a few). tests/test_sandbox.py checks
-# that every named model used in bertlab_grader/suites is listed here.
+# that every named model used in the hidden suites (tests/hidden/) is listed here.
 DEFAULT_PRELOAD = ("minilm", "tiny-bert-seed1", "tiny-bert-seed2", "tiny-bert-seed31", "tiny-bert-seed41")
 OUTPUT_HEAD = 16 * 1024
 OUTPUT_TAIL = 4 * 1024

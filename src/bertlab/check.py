@@ -35,6 +35,10 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from .errors import unfinished
 from .mistakes import hint as mistake_hint
+from .teaching import cka as teaching_cka
+from .teaching import pooling as teaching_pooling
+from .teaching import retrieval as teaching_retrieval
+from .teaching import siamese as teaching_siamese
 from .progress import TASK_ORDER, format_progress, load_progress, record_run
 from .tasks import exercise
 from .workspace import find_workspace
@@ -424,17 +428,8 @@ def _exit_status(returncode: Optional[int]) -> str:
 _IMPORT_ERROR = re.compile(r"\b(SyntaxError|IndentationError|TabError|ImportError|ModuleNotFoundError)\b")
 
 # What a wrong value most often means, task by task: the idea to reread.
-_TASK_IDEA = {
-    "cka": "Reread the formula in the module docstring of exercises/cka.py: center every column (subtract the "
-           "mean over the n rows, dim=0) before any product, compute in float64, and return a Python float.",
-    "pooling": "Only positions whose mask is 1 count, in the sum and in the divisor; a row with no real token "
-               "divides by a count clamped to 1, which gives zeros.",
-    "siamese": "Both sentences go through the same encoder, each on its own; each side is mean-pooled with its "
-               "own attention mask (your masked_mean_pool), and the score is the cosine of the two vectors.",
-    "retrieval": "Cosine scores are dot products of L2-normalised vectors; each row is sorted by descending "
-                 "score with ties by ascending corpus index, and the running top-k must survive every block "
-                 "boundary.",
-}
+_TASK_IDEA = {task: module.IDEA for task, module in (("cka", teaching_cka), ("pooling", teaching_pooling),
+                                                     ("siamese", teaching_siamese), ("retrieval", teaching_retrieval))}
 
 # How a kind of failure any task can show reads in a failure message (the checks' wording, pytest's,
 # or the exception a test reports), and the known mistake (bertlab/mistakes.py) it points at; the

@@ -15,85 +15,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-import torch
-
-
-def siamese_gradients(sbert, encoder, ids_a, mask_a, ids_b, mask_b) -> dict:
-    """One backward step through ``sbert(ids_a, mask_a, ids_b, mask_b)``: where do its gradients go?
-
-    ``encoder`` is the model that was given to ``create_sbert``. Side a and side b use disjoint
-    vocabulary (apart from [CLS], [SEP] and [PAD]), so the rows of the word-embedding matrix of the
-    tokens only side a uses can get a gradient through branch a only, and likewise for b: one
-    backward pass measures both branches, on the very parameters of the one shared encoder.
-
-    Inputs:
-        ids_a, mask_a: [B, Ta] token ids and attention mask of side a; ids_b, mask_b: [B, Tb].
-    Returns (plain data only):
-        {"output": "tensor" | a type name, "scores": [B] detached scores (when a tensor),
-         "has_graph": the output carries autograd history,
-         "branch_a", "branch_b": gradient norms on the word-embedding rows only side a / b uses,
-         "reached", "trainable": how many of the encoder's trainable parameter tensors got a non-zero
-                                 gradient, out of how many there are}
-    """
-    parameters = [p for p in encoder.parameters() if p.requires_grad]
-    embeddings = encoder.get_input_embeddings().weight
-    report = {"output": "", "scores": None, "has_graph": False, "branch_a": 0.0, "branch_b": 0.0,
-              "reached": 0, "trainable": len(parameters)}
-    encoder.zero_grad(set_to_none=True)
-    try:
-        with torch.enable_grad():
-            scores = sbert(ids_a, mask_a, ids_b, mask_b)
-            if not isinstance(scores, torch.Tensor):
-                report["output"] = type(scores).__name__
-                return report
-            report["output"] = "tensor"
-            report["scores"] = scores.detach().clone()
-            report["has_graph"] = bool(scores.requires_grad)
-            if not scores.requires_grad:
-                return report
-            # The sum of the cosines: its gradient is non-zero whenever the two embeddings of a pair
-            # are not parallel, so any path from the output to a weight shows up.
-            scores.to(torch.float64).sum().backward()
-        grad = embeddings.grad
-        if grad is not None:
-            only_a, only_b = _exclusive_tokens(ids_a, ids_b), _exclusive_tokens(ids_b, ids_a)
-            report["branch_a"] = float(grad[only_a].norm()) if only_a.numel() else 0.0
-            report["branch_b"] = float(grad[only_b].norm()) if only_b.numel() else 0.0
-        report["reached"] = sum(1 for p in parameters if p.grad is not None and bool(p.grad.abs().sum() > 0))
-        return report
-    finally:
-        encoder.zero_grad(set_to_none=True)  # leave the model as the test gave it
-
-
-def pooling_gradients(pool, hidden_states, attention_mask) -> dict:
-    """One backward step through ``pool(hidden_states, attention_mask)``: which positions does it train?
-
-    ``pool`` is a masked_mean_pool. SBERT is fine-tuned through its pooling, so the gradient of the
-    pooled vectors' sum must reach every real token (1 / its row's count of real tokens) and no
-    padding position.
-
-    Inputs:
-        hidden_states: [B, T, D] float; attention_mask: [B, T].
-    Returns (plain data only):
-        {"output": "tensor" | a type name, "pooled": [B, D] detached result (when a tensor),
-         "has_graph": the output carries autograd history,
-         "grad": [B, T, D] gradient of the output's sum with respect to hidden_states (None if none)}
-    """
-    states = hidden_states.detach().clone().requires_grad_(True)
-    report = {"output": "", "pooled": None, "has_graph": False, "grad": None}
-    with torch.enable_grad():
-        pooled = pool(states, attention_mask)
-        if not isinstance(pooled, torch.Tensor):
-            report["output"] = type(pooled).__name__
-            return report
-        report["output"] = "tensor"
-        report["pooled"] = pooled.detach().clone()
-        report["has_graph"] = bool(pooled.requires_grad)
-        if pooled.requires_grad:
-            pooled.to(torch.float64).sum().backward()
-    if states.grad is not None:
-        report["grad"] = states.grad.detach().clone()
-    return report
+from bertlab.teaching.pooling import pooling_gradients
+from bertlab.teaching.siamese import disjoint_pair_batch, siamese_gradients  # noqa: F401  (disjoint_pair_batch: the tests' input)
 
 
 def substitute(module, name: str, replacement, dependents=()):
@@ -113,36 +36,6 @@ def substitute(module, name: str, replacement, dependents=()):
         reexecute = getattr(getattr(dependent, "__loader__", None), "reexecute", None)
         reexecute(dependent) if callable(reexecute) else importlib.reload(dependent)
     return previous
-
-
-def _exclusive_tokens(ids: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
-    """The token ids in ``ids`` that never occur in ``other`` (1-D, sorted)."""
-    mine, theirs = torch.unique(ids), torch.unique(other)
-    return mine[~torch.isin(mine, theirs)]
-
-
-def disjoint_pair_batch(seed: int, batch: int = 4, vocab: int = 30522):
-    """Two padded sides whose real tokens never overlap (input for ``siamese_gradients``).
-
-    Side a draws its words from the lower half of the vocabulary, side b from the upper half; both
-    start with [CLS] (101), end with [SEP] (102) and are padded with [PAD] (0) to different lengths.
-    Returns ((ids_a [batch, Ta], mask_a), (ids_b [batch, Tb], mask_b)), int64.
-    """
-    g = torch.Generator().manual_seed(seed)
-    first, middle = 1000, (1000 + vocab) // 2
-
-    def side(low: int, high: int, longest: int):
-        lengths = torch.randint(3, longest + 1, (batch,), generator=g)
-        lengths[0] = longest  # the batch is padded to its longest sentence
-        ids = torch.zeros(batch, longest + 2, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, n in enumerate(lengths.tolist()):
-            words = torch.randint(low, high, (n,), generator=g)
-            ids[row, : n + 2] = torch.cat([torch.tensor([101]), words, torch.tensor([102])])
-            mask[row, : n + 2] = 1
-        return ids, mask
-
-    return side(first, middle, 9), side(middle, vocab, 6)
 
 
 PROBES: dict[str, Callable[..., dict]] = {

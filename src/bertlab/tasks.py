@@ -1,9 +1,10 @@
 """The task registry: the one place that says which tasks the kit has.
 
 Every other module (the student's `bertlab check` and progress, the stub generator, the grader's
-scoring, sandbox, course and runner, the test suites' markers) reads its task list from here.
+scoring, sandbox, course and runner, the test suites' markers) reads its task list from here, and
+``Exercise.pieces`` says where each piece of a task lives.
 Points are not here: each hidden test carries its own ``@pytest.mark.points(n)``, and a task is
-worth the sum of its tests (``grader.scoring.max_points_by_task``), so they cannot disagree.
+worth the sum of its tests (``bertlab_grader.grading.scoring.max_points_by_task``), so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -24,12 +25,27 @@ class Exercise:
     def filename(self) -> str:
         return f"{self.module}.py"
 
+    def pieces(self) -> dict[str, str]:
+        """Where each piece of this task lives in the kit's checkout, by role; every path carries the
+        task's name, so ``git ls-files '*<task>*'`` lists the whole task (tests/test_architecture.py
+        checks both). The student bundle ships the stub, the public test, the teaching and the page."""
+        return {
+            "stub": f"exercises/{self.filename}",
+            "solution": f"solutions/{self.filename}",
+            "public test": f"tests/public/test_{self.name}.py",
+            "hidden test": f"tests/hidden/test_hidden_{self.name}.py",
+            "teaching (idea, mistakes, probes)": f"src/bertlab/teaching/{self.name}.py",
+            "mutants and their fingerprint": f"grader/mutants/{self.name}.py",
+            "benchmark": f"benchmarks/test_bench_{self.name}.py",
+            "concept page": f"docs/concepts/{self.concept}",
+        }
+
 
 EXERCISES: tuple[Exercise, ...] = (
     Exercise("cka", "cka", ("linear_cka", "cka_matrix"), "1-cka.md"),
-    Exercise("pooling", "pooling", ("masked_mean_pool",), "4-sbert.md"),
-    Exercise("siamese", "siamese", ("SiameseBert", "create_sbert"), "4-sbert.md"),
-    Exercise("retrieval", "retrieval", ("semantic_search", "SemanticIndex"), "5-semantic-search.md"),
+    Exercise("pooling", "pooling", ("masked_mean_pool",), "4a-pooling.md"),
+    Exercise("siamese", "siamese", ("SiameseBert", "create_sbert"), "4b-siamese.md"),
+    Exercise("retrieval", "retrieval", ("semantic_search", "SemanticIndex"), "5-retrieval.md"),
 )
 
 #: The exercise tasks in the order students do them (and reports list them).

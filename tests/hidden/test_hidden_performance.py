@@ -3,7 +3,7 @@ reference, on the same inputs, in the same run, interleaved (grader/performance.
 
 Points by band of the median of paired time ratios (<= 2x full, <= 20x half, else none), and only
 for a right answer. In a cohort run, identical files reuse the first measurement
-(grader/timing_record.py). A partial score is recorded as the user property ``bertlab_points_fraction`` and the test
+(grader/performance/record.py). A partial score is recorded as the user property ``bertlab_points_fraction`` and the test
 fails with a message saying how fast the code was; grader/scoring.py turns that into points.
 
 Inputs are sent to the sandbox once (grader/performance.py: student_call); each timed call works on a

@@ -53,7 +53,7 @@ mkdir -p "$ROOT/empty/submitted"
 check "empty submitted/: exit 2, one line" bash -c "[ $rc = 2 ] && [ \$(wc -l < '$ROOT/empty.out') = 1 ] && ! grep -q Traceback '$ROOT/empty.out'"
 
 mkdir -p "$ROOT/broken-bin"
-printf '#!/bin/sh\ncase "$*" in *worker.py*) echo "bwrap: no permission" >&2; exit 1;; esac\nexec /usr/bin/bwrap "$@"\n' > "$ROOT/broken-bin/bwrap"
+printf '#!/bin/sh\ncase "$*" in *bertlab_sandbox.server*) echo "bwrap: no permission" >&2; exit 1;; esac\nexec /usr/bin/bwrap "$@"\n' > "$ROOT/broken-bin/bwrap"
 chmod +x "$ROOT/broken-bin/bwrap"
 PATH="$ROOT/broken-bin:$PATH" "$BL" grade "$C" --workers 1 >"$ROOT/broken.out" 2>&1; rc=$?
 check "broken sandbox: exit 1, no results.json" bash -c "[ $rc = 1 ] && [ -z \"\$(results '$C')\" ] && grep -q 'not graded because of the grader: 2' '$ROOT/broken.out'"

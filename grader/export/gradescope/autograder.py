@@ -48,9 +48,10 @@ SCHEMA = GRADESCOPE_DIR / "gradescope.schema.json"
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 STUDENT = "submission"  # the kit's student id for the one submission a run grades
 STAGED, UNZIPPED = "bertlab-submission", "bertlab-unzipped"
-# What the sandbox's worker imports from the instructor package (launcher.Sandbox._kit_parts): kept
-# readable when the rest of the package is locked away from student code (``lock_hidden_files``).
-WORKER_NEEDS = ("__init__.py", "rpc.py", "sandbox")
+# What the sandboxed server needs of the instructor package, relative to it: its own folder, the one the
+# sandbox shows (launcher.SANDBOX_INSIDE_DIR). Kept readable when the rest of the package is locked
+# away from student code (``lock_hidden_files``); the folders on the way to it stay traversable.
+WORKER_NEEDS = ("sandbox/inside",)
 NOT_GRADED = ("NOT GRADED. The autograder failed on this submission, through no fault of your code: "
               "this is not your grade. Your instructor has been given the details and will run the "
               "autograder on your submission again.")
@@ -276,7 +277,21 @@ def lock_hidden_files(package_dir: Path, source: Path) -> list[Path]:
     zip's files (``source``: the wheels hold the hidden suites) and the installed instructor package
     unreadable to it, except what the sandbox's worker imports (``WORKER_NEEDS``). Returns what was locked."""
     locked = []
-    targets = [source] + [p for p in sorted(package_dir.iterdir()) if p.name not in WORKER_NEEDS]
+    needed = [Path(name).parts for name in WORKER_NEEDS]
+
+    def lockable(folder: Path, depth: int) -> list[Path]:
+        """The entries of ``folder`` that are neither needed nor on the way to something needed."""
+        out = []
+        for path in sorted(folder.iterdir()):
+            on_the_way = [parts for parts in needed if len(parts) > depth and parts[depth] == path.name
+                          and parts[:depth] == path.relative_to(package_dir).parts[:depth]]
+            if not on_the_way:
+                out.append(path)
+            elif all(len(parts) > depth + 1 for parts in on_the_way) and path.is_dir():
+                out += lockable(path, depth + 1)
+        return out
+
+    targets = [source] + lockable(package_dir, 0)
     for path in targets:
         if path.exists() and not path.is_symlink():
             mode = stat.S_IMODE(path.stat().st_mode)

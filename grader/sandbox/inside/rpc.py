@@ -19,7 +19,7 @@ JSON as they are; everything else is a JSON object tagged by its ``"$t"`` key:
     tensor   {"$t": "tensor", "k": "t0"}          a torch.Tensor (detached, CPU, contiguous)
     ndarray  {"$t": "ndarray", "k": "t1"}         a numpy array (decodes as an ndarray again)
     dtype    {"$t": "dtype", "v": "float32"}
-    handle / callback / model / ref / stash       resolved by the caller's hooks (see remote.py, worker.py)
+    handle / callback / model / ref / stash       resolved by the caller's hooks (see ../remote.py, server.py)
 
 NumPy scalars cross as Python numbers. Whatever the encoder cannot express goes to its ``fallback``
 hook (the worker turns it into a handle; the trusted side refuses it).

@@ -116,7 +116,7 @@ def scrub_paths(text: str, prefixes=None) -> str:
 
 
 def short_traceback(exc: BaseException) -> str:
-    """A traceback for the student's output: every frame by file name only (``worker.py``,
+    """A traceback for the student's output: every frame by file name only (``server.py``,
     ``cka.py``, ``functional.py``), never the sandbox-side path of the kit or the Python install."""
     lines = ["Traceback (most recent call last):\n"]
     try:

@@ -4,7 +4,8 @@ import glob
 import socket
 
 # Look for the reference solutions and hidden tests anywhere on disk, and print what is found.
-for pattern in ("/work/**/bertlab_grader/reference/cka.py", "/**/bertlab_grader/suites/*.py", "/root/**/gradebook.db"):
+for pattern in ("/work/**/solutions/cka.py", "/**/bertlab_grader/solutions/cka.py", "/**/tests/hidden/*.py",
+                "/root/**/gradebook.db"):
     for path in glob.glob(pattern, recursive=True)[:3]:
         try:
             print(open(path).read()[:200])

@@ -1,0 +1,66 @@
+"""The bank, assembled: every entry of the four task files, built as a submission directory on demand."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from bertlab_grader.mutants import cka, pooling, retrieval, siamese
+from bertlab_grader.mutants.recipe import entry_files
+
+#: Every mutant and every variant, task by task in the kit's task order.
+MUTANTS = cka.MUTANTS + pooling.MUTANTS + siamese.MUTANTS + retrieval.MUTANTS
+VARIANTS = cka.VARIANTS + pooling.VARIANTS + siamese.VARIANTS + retrieval.VARIANTS
+#: task -> its behaviour fingerprint (grader/mutants/fingerprint.py), which the hints compare.
+FINGERPRINTS = {"cka": cka.fingerprint, "pooling": pooling.fingerprint, "siamese": siamese.fingerprint,
+                "retrieval": retrieval.fingerprint}
+
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One mutant or variant of the bank."""
+
+    name: str
+    kind: str          # "mutant" or "variant"
+    task: str
+    file: str          # the one file that differs from the solutions
+    description: str
+    hint: str          # mutants: what grader/grading/hints.py tells a student whose code behaves like it
+    path: Path         # a full submission directory (four files), built from the recipe
+
+
+@lru_cache(maxsize=1)
+def _materialised_root() -> Path:
+    """A private (0700) directory for this process's copies of the bank entries."""
+    root = Path(tempfile.mkdtemp(prefix="bertlab-bank-"))
+    atexit.register(shutil.rmtree, root, True)
+    return root
+
+
+def _materialise(recipe, kind: str) -> Path:
+    """The recipe's four files (its change applied to the stripped solutions), as a directory."""
+    target = _materialised_root() / kind / recipe.name
+    if not target.is_dir():
+        target.mkdir(parents=True)
+        for name, text in entry_files(recipe).items():
+            (target / name).write_text(text, encoding="utf-8")
+    return target
+
+
+def load_bank(only: Optional[str] = None, kinds=("mutant", "variant")) -> list[Entry]:
+    """Every entry of the bank (mutants first), optionally only those whose name contains ``only``."""
+    entries = []
+    for kind, recipes in (("mutant", MUTANTS), ("variant", VARIANTS)):
+        if kind not in kinds:
+            continue
+        for r in sorted(recipes, key=lambda r: r.name):
+            if only is None or only in r.name:
+                entries.append(Entry(r.name, kind, r.task, r.file, r.description, getattr(r, "hint", ""),
+                                     _materialise(r, kind)))
+    return entries

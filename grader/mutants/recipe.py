@@ -1,0 +1,92 @@
+"""How a bank entry is written and built: ``Mutant`` (one or two exact text swaps in one file of
+solutions/: one realistic mistake) and ``Variant`` (whole functions replaced by a different, correct
+implementation), and ``entry_files`` (the four files of a submission made from a recipe).
+
+Each entry starts from solutions/*.py with the nbgrader fence lines removed and changes ONE file.
+Every swap must match exactly once, so a change in solutions/ that breaks a recipe fails loudly when
+the bank is loaded (tests/test_audit.py loads every entry). The recipes themselves live one file per
+task beside this one (cka.py, pooling.py, siamese.py, retrieval.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from bertlab.mistakes import mistake
+
+from bertlab_grader.core.locations import reference_sources
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    task: str
+    file: str
+    description: str
+    swaps: tuple[tuple[str, str], ...]
+
+    @property
+    def hint(self) -> str:
+        """What grader/grading/hints.py tells a student whose code behaves like this mutant: the
+        record of the table of known mistakes (bertlab/mistakes.py) with the mutant's name."""
+        return mistake(self.name).hint
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    task: str
+    file: str
+    description: str
+    functions: dict = field(default_factory=dict)  # qualified name ("f" or "Class.method") -> new source
+    swaps: tuple[tuple[str, str], ...] = ()
+
+
+# =============================================================================================
+# Building
+# =============================================================================================
+
+def swap(source: str, old: str, new: str, where: str) -> str:
+    count = source.count(old)
+    if count != 1:
+        raise ValueError(f"{where}: the text to replace occurs {count} times (expected once):\n{old}")
+    return source.replace(old, new)
+
+
+_DEF_LINE = re.compile(r"^(\s*)def\s+(\w+)\s*\(")
+
+
+def replace_function(source: str, qualname: str, new_source: str, where: str) -> str:
+    """Replace the def of ``qualname`` ("f" or "Class.method") with ``new_source``."""
+    lines = source.splitlines(keepends=True)
+    parts = qualname.split(".")
+    start = indent = None
+    for i, line in enumerate(lines):
+        match = _DEF_LINE.match(line)
+        if match and match.group(2) == parts[-1] and len(match.group(1)) == 4 * (len(parts) - 1):
+            start, indent = i, len(match.group(1))
+            break
+    if start is None:
+        raise ValueError(f"{where}: no def {qualname}")
+    end = start + 1
+    while end < len(lines):
+        line = lines[end]
+        if line.strip() and len(line) - len(line.lstrip()) <= indent and not line.lstrip().startswith(")"):
+            break
+        end += 1
+    while end > start + 1 and not lines[end - 1].strip():  # keep the blank lines that separate defs
+        end -= 1
+    return "".join(lines[:start]) + new_source.rstrip("\n") + "\n" + "".join(lines[end:])
+
+
+def entry_files(entry) -> dict[str, str]:
+    """file name -> text of the four files of a Mutant or Variant: its change applied to the solutions."""
+    files = reference_sources()
+    text = files[entry.file]
+    for old, new in entry.swaps:
+        text = swap(text, old, new, entry.name)
+    for qualname, new_source in getattr(entry, "functions", {}).items():
+        text = replace_function(text, qualname, new_source, entry.name)
+    files[entry.file] = text
+    return files

@@ -1,0 +1,56 @@
+"""What the kit teaches about task retrieval: semantic search (exercises/retrieval.py)."""
+
+from __future__ import annotations
+
+from bertlab.teaching.records import Mistake
+
+#: What a wrong value most often means: the idea to reread (``bertlab check``'s hint).
+IDEA = ("Cosine scores are dot products of L2-normalised vectors; each row is sorted by descending "
+        "score with ties by ascending corpus index, and the running top-k must survive every block "
+        "boundary.")
+
+MISTAKES: tuple[Mistake, ...] = (
+    Mistake("ret_ascending", "retrieval", "ascending order",
+            "Your search returns the hits in ascending order: sort by descending score (best first)."),
+    Mistake("ret_off_by_one", "retrieval", "one hit too few",
+            "Your search returns one hit too few: k = min(top_k, N)."),
+    Mistake("ret_corpus_not_normalised", "retrieval", "corpus not normalised",
+            "Your scores are not cosines: normalise the corpus vectors too (divide by their norms)."),
+    Mistake("ret_query_not_normalised", "retrieval", "queries not normalised",
+            "Your scores are not cosines: normalise the query vectors too."),
+    Mistake("ret_ties_descending", "retrieval", "ties by descending index",
+            "Your search orders tied scores by DESCENDING corpus index: equal scores must keep ascending "
+            "index order (a stable sort, or torch.topk followed by a stable re-sort)."),
+    Mistake("ret_top_k_over_n_crash", "retrieval", "top_k above N not clamped",
+            "Your search fails when top_k is larger than the corpus: use k = min(top_k, N)."),
+    Mistake("ret_1d_query_shape", "retrieval", "a 1-D query not treated as Q = 1",
+            "Your search returns [k] for a single 1-D query: treat it as Q = 1 and return [1, k]."),
+    Mistake("ret_index_reencodes", "retrieval", "texts encoded again on every add()",
+            "Your SemanticIndex encodes texts again on every add(): encode only the new texts and keep the "
+            "stored embeddings."),
+    Mistake("ret_index_ids_restart", "retrieval", "corpus ids restart at every add()",
+            "Your corpus ids restart at 0 after each add(): ids must continue from len(index)."),
+    Mistake("ret_block_offset", "retrieval", "block-local indices not shifted",
+            "Your search loses the corpus position in later blocks: add the block's start to the indices "
+            "found inside it."),
+    Mistake("ret_top_k_zero_accepted", "retrieval", "top_k < 1 accepted",
+            "Your search accepts top_k = 0 or negative: raise a ValueError for top_k < 1."),
+    Mistake("ret_dim_mismatch_runtime", "retrieval", "different D not rejected",
+            "Your search does not check that queries and corpus have the same D: raise a ValueError that "
+            "says so."),
+    Mistake("ret_single_query_flat", "retrieval", "a flat list for one query string",
+            "Your SemanticIndex.search returns a flat list for a single query string: always return one "
+            "list of hits per query, [[hit, ...]]."),
+    Mistake("ret_normalise_in_place", "retrieval", "inputs normalised in place",
+            "Your search changes its inputs: an in-place division (/=) normalises the caller's embeddings. "
+            "Use F.normalize, which returns a new tensor."),
+    Mistake("ret_not_normalised", "retrieval", "raw dot products",
+            "Your scores are raw dot products, not cosines: normalise the query and the corpus vectors "
+            "(divide by their norms)."),
+    Mistake("ret_constant", "retrieval", "the same hits for every input",
+            "Your search returns the same hits whatever the embeddings (the first k corpus rows, score 0): "
+            "score every corpus row by its cosine with the query and keep the k best."),
+    Mistake("ret_always_value_error", "retrieval", "ValueError for every input",
+            "Your search raises ValueError for valid input too: raise only for what the docstring's Raises: "
+            "lists (different D, inputs that are not 1-D/2-D, top_k < 1) and answer everything else."),
+)
