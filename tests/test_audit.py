@@ -17,7 +17,7 @@ from bertlab_grader.mutants.bank import FINGERPRINTS
 from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.mutants import load_bank
 from bertlab_grader.core.locations import reference_sources as stripped_solutions
-from bertlab_grader.grading.scoring import CORRECTNESS_TASKS
+from bertlab.tasks import EXERCISE_TASKS
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -35,11 +35,11 @@ def one_torch_thread():
 def test_bank_size_and_one_mistake_per_mutant():
     mutants, variants = load_bank(kinds=("mutant",)), load_bank(kinds=("variant",))
     assert len(mutants) >= 30 and len(variants) >= 8
-    for task in CORRECTNESS_TASKS:
+    for task in EXERCISE_TASKS:
         assert sum(m.task == task for m in mutants) >= 5, task
     solutions = stripped_solutions()
     for entry in mutants + variants:
-        assert entry.task in CORRECTNESS_TASKS and entry.description, entry.name
+        assert entry.task in EXERCISE_TASKS and entry.description, entry.name
         changed = [f for f in EXERCISE_FILES if (entry.path / f).read_text() != solutions[f]]
         assert changed == [entry.file], f"{entry.name} changes {changed}, declares {entry.file}"
         assert "### BEGIN SOLUTION" not in (entry.path / entry.file).read_text()

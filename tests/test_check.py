@@ -247,7 +247,7 @@ def _failing(call):
 
 
 def test_the_plugin_records_the_stub_a_test_reached_from_the_exception():
-    from bertlab.checks import not_implemented_message
+    from bertlab.assertions import not_implemented_message
     from bertlab.errors import NotImplementedYet
 
     def stub():

@@ -24,7 +24,7 @@ import pytest
 from bertlab.cli import main
 from bertlab.tasks import EXERCISE_MODULES
 from bertlab_grader.authoring import release as rel
-from bertlab_grader.core.locations import PACKAGE_DIR, REFERENCE_DIR, SUITES_DIR
+from bertlab_grader.core.locations import PACKAGE_DIR, PUBLIC_TESTS_DIR, REFERENCE_DIR, SUITES_DIR
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 STUDENT_PACKAGE = KIT_ROOT / "src" / "bertlab"
@@ -74,6 +74,8 @@ def test_bundle_holds_what_a_student_needs(bundle):
     # The whole student package, public tests and requirements included.
     needed += [str(p.relative_to(KIT_ROOT)) for p in STUDENT_PACKAGE.rglob("*")
                if p.is_file() and not {"__pycache__", ".pytest_cache", ".hypothesis"} & set(p.parts)]
+    needed += [f"src/bertlab/public_tests/{p.relative_to(PUBLIC_TESTS_DIR)}" for p in PUBLIC_TESTS_DIR.rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts]
     needed += [f"docs/{name}" for name in ("student-guide.md", "self-paced.md")]
     needed += [f"docs/concepts/{p.name}" for p in (KIT_ROOT / "docs" / "concepts").glob("*.md")]
     missing = [name for name in needed if name not in files]
@@ -118,12 +120,12 @@ def test_no_solution_code_anywhere_in_the_bundle(bundle):
 def test_no_hidden_test_or_grader_file_in_the_bundle(bundle):
     texts = {name: data.decode("utf-8", errors="replace") for name, data in bundle_files(bundle).items()}
     contents = set(bundle_files(bundle).values())
-    secret = [p for p in PACKAGE_DIR.rglob("*")
+    secret = [p for root in (PACKAGE_DIR, REFERENCE_DIR, SUITES_DIR) for p in root.rglob("*")
               if p.is_file() and "__pycache__" not in p.parts and len(p.read_bytes().strip()) > 64]
     assert len(secret) > 20, "nothing instructor-only found to compare with"
-    copies = [str(p.relative_to(PACKAGE_DIR)) for p in secret if p.read_bytes() in contents]
+    copies = [str(p.relative_to(KIT_ROOT)) for p in secret if p.read_bytes() in contents]
     assert not copies, f"copied into the bundle: {copies}"
-    public_names = {node.name for p in (STUDENT_PACKAGE / "public_tests").glob("test_*.py")
+    public_names = {node.name for p in PUBLIC_TESTS_DIR.glob("test_*.py")
                     for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.FunctionDef)}
     hidden_only = {node.name for p in SUITES_DIR.rglob("test_*.py")
                    for node in ast.walk(ast.parse(p.read_text()))

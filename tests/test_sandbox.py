@@ -123,7 +123,7 @@ def test_forked_child_completes_parallel_ops_and_a_minilm_forward(sb):
              "        out = model(input_ids=ids, attention_mask=mask).last_hidden_state\n"
              "    return torch.get_num_threads(), time.perf_counter() - start, out.shape[0], bool(out.isfinite().all())\n")
     ids = torch.randint(1000, 2000, (32, 16), generator=torch.Generator().manual_seed(0))
-    minilm = SimpleNamespace(_bertlab_model_name="minilm")  # rebuilt by name in the worker
+    minilm = SimpleNamespace(_bertlab_model_name="minilm")  # rebuilt by name in the server
     with sb.session({"cka.py": probe}, call_timeout_s=30.0) as impl:
         threads, seconds, batch, finite = impl.cka.run(minilm, ids, torch.ones_like(ids))
     print(f"MiniLM forward, 32 sentences x 16 tokens, forked child: {seconds:.3f} s")
@@ -234,7 +234,7 @@ def test_output_is_captured_and_truncated(sb):
 
 
 def test_stashed_arguments_are_sent_once_and_copied_for_each_call(sb):
-    """Session.stash (the performance task's path): every call gets a fresh copy made in the worker,
+    """Session.stash (the performance task's path): every call gets a fresh copy made in the server,
     so an in-place change or a remembered object never carries over, and the caller's tensor stays
     as it was. A stash from before a restart is refused, not silently replaced."""
     src = {"cka.py": "SEEN = []\n"
@@ -430,7 +430,7 @@ def test_fallback_without_bubblewrap_warns_and_still_works(sandboxes):
 
 
 def test_the_template_preloads_every_named_model_the_hidden_suites_use():
-    """A named model missing from DEFAULT_PRELOAD still works (the worker builds it), but every
+    """A named model missing from DEFAULT_PRELOAD still works (the server builds it), but every
     submission then pays for building it: keep the list in step with the hidden suites (tests/hidden/)."""
     import re
 
@@ -545,7 +545,7 @@ def test_a_template_that_dies_before_it_is_ready_is_the_graders_failure():
 def test_a_child_that_dies_before_any_submitted_code_runs_is_the_graders_failure(sb, monkeypatch):
     """The child's own set-up fails (here: limits it cannot apply) before it imports anything of
     the submission: SandboxError, not a crash scored against the student; and its report names
-    the worker's files without their sandbox-side folders."""
+    the server's files without their sandbox-side folders."""
     monkeypatch.setattr(sb, "limits", ["not", "a", "dict"])
     with pytest.raises(SandboxError) as info:
         with sb.session(sources("correct")) as impl:

@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
-SOURCE_FILES = ("pyproject.toml", "README.md", "src", "docs")  # what building the kit's wheel reads
+from bertlab_grader.core.locations import WHEEL_SOURCES as SOURCE_FILES  # noqa: E402  (what building the wheel reads)
 OWN = re.compile(r"^(bertlab|bertlab_grader|bertlab_student|__editable__\.bertlab|__editable___bertlab)", re.I)
 
 

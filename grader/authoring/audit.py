@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 from bertlab_grader.mutants import Entry, load_bank
-from bertlab_grader.grading.scoring import CORRECTNESS_TASKS
+from bertlab.tasks import EXERCISE_TASKS
 
 
 @dataclass
@@ -99,7 +99,7 @@ def _hint_status(impl, kind: str, task: str, expected_hint: str, tasks: tuple) -
         got = diagnose(impl, task)
         return "ok" if got == expected_hint else ("none" if got is None else "wrong")
     if kind in ("variant", "solutions"):
-        unwanted = [t for t in tasks if t in CORRECTNESS_TASKS and diagnose(impl, t)]
+        unwanted = [t for t in tasks if t in EXERCISE_TASKS and diagnose(impl, t)]
         return "unwanted:" + ",".join(unwanted) if unwanted else "ok"
     return ""
 
@@ -183,7 +183,7 @@ def run_audit(only: Optional[str] = None, workers: Optional[int] = None, *, incl
     out = out or sys.stdout
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    tasks = CORRECTNESS_TASKS + (("performance",) if include_performance else ())
+    tasks = EXERCISE_TASKS + (("performance",) if include_performance else ())
     entries = load_bank(only)
     if not entries and only:
         print(f"bertlab audit: no bank entry name contains {only!r}.", file=sys.stderr)

@@ -53,6 +53,8 @@ def _checkout() -> Optional[Path]:
 
 
 CHECKOUT = _checkout()
+#: What building the kit's wheel reads, relative to the checkout (pyproject.toml's package-dir, the readme).
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "src", "grader", "solutions", "tests/public", "tests/hidden", "docs")
 #: What the sandbox hides whole: the checkout, or (installed) just this package's folder.
 KIT_ROOT = CHECKOUT or PACKAGE_DIR.parent
 #: The kit's documentation (docs/ of the checkout; installed, the copy shipped as bertlab_grader.kit_docs,

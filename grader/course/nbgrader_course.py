@@ -57,7 +57,7 @@ from bertlab_grader.course.submissions import (  # noqa: F401  (re-exported: the
 log = logging.getLogger(__name__)
 
 #: The graded tasks, in the order the gradebook and the feedback show them.
-from bertlab.tasks import GRADED_TASKS as TASKS  # noqa: E402
+from bertlab.tasks import GRADED_TASKS  # noqa: E402
 from bertlab_grader.core.locations import RESULTS_SCHEMA
 OUTCOMES = ("passed", "failed", "error", "timeout")
 
@@ -96,7 +96,7 @@ def _check_name(kind: str, value: str) -> str:
 
 def _ordered_tasks(names) -> list[str]:
     names = list(names)
-    return [t for t in TASKS if t in names] + sorted(n for n in names if n not in TASKS)
+    return [t for t in GRADED_TASKS if t in names] + sorted(n for n in names if n not in GRADED_TASKS)
 
 
 def _check_max_points(max_points: Mapping[str, float] | None) -> dict[str, float]:
@@ -104,8 +104,8 @@ def _check_max_points(max_points: Mapping[str, float] | None) -> dict[str, float
         raise ValueError("max_points is required: a mapping task -> points, e.g. {'cka': 12, 'pooling': 8}")
     out = {}
     for task in _ordered_tasks(max_points):
-        if task not in TASKS:
-            raise ValueError(f"unknown task {task!r} in max_points; tasks are {', '.join(TASKS)}")
+        if task not in GRADED_TASKS:
+            raise ValueError(f"unknown task {task!r} in max_points; tasks are {', '.join(GRADED_TASKS)}")
         points = float(max_points[task])
         if not math.isfinite(points) or points <= 0:
             raise ValueError(f"max_points[{task!r}] must be a positive number, not {max_points[task]!r}")
@@ -415,8 +415,8 @@ def validate_result(result: Mapping) -> dict:
         where = f"test {i} ({t.get('name', '?')!r})" if isinstance(t, Mapping) else f"test {i}"
         if not isinstance(t, Mapping):
             raise ValueError(f"{where} is not a dict")
-        if t.get("task") not in TASKS:
-            raise ValueError(f"{where}: task {t.get('task')!r} is not one of {', '.join(TASKS)}")
+        if t.get("task") not in GRADED_TASKS:
+            raise ValueError(f"{where}: task {t.get('task')!r} is not one of {', '.join(GRADED_TASKS)}")
         if t.get("outcome") not in OUTCOMES:
             raise ValueError(f"{where}: outcome {t.get('outcome')!r} is not one of {', '.join(OUTCOMES)}")
         pts, mx = float(t.get("points", 0.0)), float(t.get("max_points", 0.0))

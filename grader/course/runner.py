@@ -50,7 +50,7 @@ from pathlib import Path
 from bertlab_grader.core.failures import GraderFailure, UsageError
 
 from bertlab_grader.core.locations import KIT_ROOT  # noqa: E402
-from bertlab.tasks import GRADED_TASKS as TASK_ORDER  # noqa: E402
+from bertlab.tasks import GRADED_TASKS  # noqa: E402
 SUBMISSION_DEADLINE_S = float(os.environ.get("BERTLAB_SUBMISSION_DEADLINE_S", 600))  # whole suite, one student
 SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
 MAX_ATTEMPTS = 2  # a submission whose grader worker dies is tried once more, then reported (not graded)
@@ -559,12 +559,12 @@ def task_scores(result: dict) -> dict[str, tuple[float, float]]:
 
 def format_gradebook(results: dict[str, dict]) -> str:
     """A plain-text table: one row per student, one column per task, and the total."""
-    header = f"{'student':<16}" + "".join(f"{t:>13}" for t in TASK_ORDER) + f"{'total':>15}"
+    header = f"{'student':<16}" + "".join(f"{t:>13}" for t in GRADED_TASKS) + f"{'total':>15}"
     lines = [header, "-" * len(header)]
     for student in sorted(results):
         result = results[student]
         per_task = task_scores(result)
-        cells = "".join(f"{'%g/%g' % per_task[t] if t in per_task else '-':>13}" for t in TASK_ORDER)
+        cells = "".join(f"{'%g/%g' % per_task[t] if t in per_task else '-':>13}" for t in GRADED_TASKS)
         lines.append(f"{student:<16}{cells}{'%g/%g' % (result['score'], result['max_score']):>15}")
     return "\n".join(lines)
 

@@ -13,7 +13,9 @@ from typing import Optional
 
 from bertlab_grader.core.failures import GraderFailure
 from bertlab_grader.core.locations import reference_sources
-from bertlab_grader.grading.scoring import CORRECTNESS_TASKS, grade_sources
+from bertlab.tasks import EXERCISE_TASKS
+
+from bertlab_grader.grading.scoring import grade_sources
 
 PREFLIGHT_STUDENT = "bertlab-preflight"  # never recorded anywhere
 
@@ -21,7 +23,7 @@ PREFLIGHT_STUDENT = "bertlab-preflight"  # never recorded anywhere
 def shortfall(result: dict) -> Optional[str]:
     """The first correctness test the reference did not pass at full points, as one message, or None."""
     for test in result["tests"]:
-        if test["task"] in CORRECTNESS_TASKS and test["points"] < test["max_points"] - 1e-9:
+        if test["task"] in EXERCISE_TASKS and test["points"] < test["max_points"] - 1e-9:
             message = (test.get("message") or "").strip() or "(no message)"
             return f"{test['task']}/{test['name']} ({test['outcome']}): {message}"
     return None
@@ -34,7 +36,7 @@ def run_preflight(sandbox, assignment: str = "week7") -> Optional[str]:
     try:
         # Correctness only: the performance task's timed calls cost seconds and are not judged here.
         result = grade_sources(sandbox, reference_sources(), PREFLIGHT_STUDENT, assignment,
-                               tasks=CORRECTNESS_TASKS, hints=False)
+                               tasks=EXERCISE_TASKS, hints=False)
     except GraderFailure as exc:
         return f"{type(exc).__name__}: {exc}"
     return shortfall(result)

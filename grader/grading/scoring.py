@@ -45,15 +45,14 @@ from typing import Iterable, Optional, Sequence
 
 import pytest
 
-from bertlab.tasks import EXERCISE_TASKS as CORRECTNESS_TASKS  # noqa: F401  (re-exported; performance aside)
-from bertlab.tasks import GRADED_TASKS as TASKS
+from bertlab.tasks import GRADED_TASKS
 from bertlab_grader.core.failures import GraderFailure
 from bertlab_grader.performance.timing import POINTS_PROPERTY, RATIO_PROPERTY, one_torch_thread
 from bertlab_grader.core.locations import (KIT_ROOT, REFERENCE_DATA, REFERENCE_DIR, STUDENT_PACKAGE_DIR,
                                            SUITES_CONFIG, SUITES_DIR)
 
-# The shared checks (bertlab/checks.py): an AssertionError raised there is a failed check, as in the suites.
-CHECKS_FILE = STUDENT_PACKAGE_DIR / "checks.py"
+# The shared checks (bertlab/assertions.py): an AssertionError raised there is a failed check, as in the suites.
+ASSERTIONS_FILE = STUDENT_PACKAGE_DIR / "assertions.py"
 MAX_MESSAGE_LINES = 12
 MAX_MESSAGE_CHARS = 1500
 
@@ -172,7 +171,7 @@ def _raised_by_checks(excinfo) -> bool:
     """True when an AssertionError was raised by the hidden tests or the grader (a failed check),
     not by the code under test (a student's own assert is an error of their code)."""
     path = _innermost_file(excinfo)
-    return path is not None and (SUITES_DIR in path.parents or path == CHECKS_FILE
+    return path is not None and (SUITES_DIR in path.parents or path == ASSERTIONS_FILE
                                  or path.parent == Path(__file__).resolve().parent)
 
 
@@ -233,7 +232,7 @@ def classify(call_excinfo, when: str) -> tuple[str, str]:
 # ---------------------------------------------------------------------------------------------
 
 def _task_and_points(item) -> tuple[Optional[str], float]:
-    tasks = [m.name for m in item.iter_markers() if m.name in TASKS]
+    tasks = [m.name for m in item.iter_markers() if m.name in GRADED_TASKS]
     marker = item.get_closest_marker("points")
     points = float(marker.args[0]) if marker is not None and marker.args else 0.0
     return (tasks[0] if len(tasks) == 1 else None), points
@@ -326,10 +325,10 @@ def _pytest_args(tasks: Optional[Iterable[str]], extra: Sequence[str], collect_o
             "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     if tasks is not None:
         tasks = list(tasks)
-        unknown = sorted(set(tasks) - set(TASKS))
+        unknown = sorted(set(tasks) - set(GRADED_TASKS))
         if unknown:
-            raise ValueError(f"unknown task(s) {unknown}; the tasks are {TASKS}")
-        args += ["-m", " or ".join(tasks) if tasks else "not " + " and not ".join(TASKS)]
+            raise ValueError(f"unknown task(s) {unknown}; the tasks are {GRADED_TASKS}")
+        args += ["-m", " or ".join(tasks) if tasks else "not " + " and not ".join(GRADED_TASKS)]
     if collect_only:
         args.append("--collect-only")
     return args + list(extra)
@@ -403,7 +402,7 @@ def max_points_by_task(tasks: Optional[Iterable[str]] = None) -> dict[str, float
             if task is None:
                 raise GraderFailure(f"hidden test {name} has no task marker")
             totals[task] = totals.get(task, 0.0) + points
-        _MAX_POINTS[key] = {t: totals[t] for t in TASKS if t in totals}
+        _MAX_POINTS[key] = {t: totals[t] for t in GRADED_TASKS if t in totals}
     return dict(_MAX_POINTS[key])
 
 

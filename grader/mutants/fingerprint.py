@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from bertlab.checks import did_not_finish
+from bertlab.assertions import did_not_finish
 
 
 class FingerprintAborted(Exception):

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from bertlab.checks import did_not_finish
+from bertlab.assertions import did_not_finish
 
 from bertlab_grader.mutants.fingerprint import FingerprintAborted, gen, outcome
 from bertlab_grader.mutants.recipe import Mutant, Variant

@@ -128,7 +128,7 @@ RATIO_PROPERTY = "bertlab_speed_ratio"       # set by performance tests: the mea
 def one_torch_thread():
     """Run with one torch thread, then restore the caller's setting.
 
-    The sandboxed worker runs the submission on one thread (docs/architecture.md); the reference is
+    The sandboxed server runs the submission on one thread (docs/architecture.md); the reference is
     timed on one thread too, so the performance task compares like with like. On shared cores one
     thread is also much faster than two fighting over them (measured here: the hidden suites took
     30 s instead of 100 s on two cores loaded by other jobs).

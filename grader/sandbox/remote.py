@@ -1,7 +1,7 @@
 """What a hidden test sees while grading: ``impl`` as a RemoteImplementation, and student exceptions.
 
-``impl.cka.linear_cka(X, Y)`` sends a call request to the sandboxed worker (bertlab_grader/sandbox) and returns
-plain data. Objects that are not plain data stay in the worker and come back as *handles* (``Remote``
+``impl.cka.linear_cka(X, Y)`` sends a call request to the sandboxed server (bertlab_grader/sandbox) and returns
+plain data. Objects that are not plain data stay in the server and come back as *handles* (``Remote``
 proxies): attribute access on a handle builds a longer path lazily, calling it sends a request.
 
 A handle never pretends to be a value: it compares equal only to itself, and truth value, ``float``,
@@ -50,7 +50,7 @@ _REBUILT: dict[str, type] = {}
 
 
 def student_exception(info: dict) -> StudentError:
-    """The exception to raise here for a student exception described by the worker."""
+    """The exception to raise here for a student exception described by the server."""
     type_name = str(info.get("type") or "Exception")
     message = str(info.get("message") or type_name)  # MemoryError() has no message of its own
     builtin = info.get("builtin")
@@ -85,7 +85,7 @@ class _HandleRef:
 
 
 class Remote:
-    """A module, an object in the worker, or a lazy attribute path on one of them."""
+    """A module, an object in the server, or a lazy attribute path on one of them."""
 
     __slots__ = ("_bl_session", "_bl_root", "_bl_path", "_bl_type", "_bl_ref")
 

@@ -39,8 +39,8 @@ from .teaching import cka as teaching_cka
 from .teaching import pooling as teaching_pooling
 from .teaching import retrieval as teaching_retrieval
 from .teaching import siamese as teaching_siamese
-from .progress import TASK_ORDER, format_progress, load_progress, record_run
-from .tasks import exercise
+from .progress import format_progress, load_progress, record_run
+from .tasks import EXERCISE_TASKS, exercise
 from .workspace import find_workspace
 
 REPORT_ENV = "BERTLAB_CHECK_REPORT"  # child: where to append events
@@ -61,7 +61,7 @@ PASSED, FAILED, NOT_STARTED, NOT_RUN, NO_TESTS = "passed", "failed", "not starte
 
 def _task_of(item) -> Optional[str]:
     for marker in item.iter_markers():
-        if marker.name in TASK_ORDER:
+        if marker.name in EXERCISE_TASKS:
             return marker.name
     return None
 
@@ -492,7 +492,7 @@ def next_task(run: CheckRun, progress: Optional[dict] = None) -> Optional[str]:
     """The first task, in lesson order, not known to pass: this run's result where the task ran,
     otherwise the recorded progress. None when every task is known to pass."""
     recorded = (progress or {}).get("tasks", {})
-    for task in TASK_ORDER:
+    for task in EXERCISE_TASKS:
         if task in run.reports:
             if run.reports[task].status != PASSED:
                 return task
@@ -662,7 +662,7 @@ class RichDisplay:
         if kind == "collected":
             self.progress.remove_task(self._collecting)
             self._tests = {t["nodeid"]: t for t in event["tests"]}
-            for task in TASK_ORDER:
+            for task in EXERCISE_TASKS:
                 count = sum(t["task"] == task for t in event["tests"])
                 if count:
                     self._bars[task] = self.progress.add_task(task, total=count, failed="")
@@ -746,7 +746,7 @@ def run_check(task: Optional[str] = None, impl: str = "exercises", verbose: bool
         root = workspace.root
         if own_work and workspace.exercises != root / "exercises":
             impl = str(workspace.exercises)  # a folder of exercise files with another name
-    tasks = [task] if task else list(TASK_ORDER)
+    tasks = [task] if task else list(EXERCISE_TASKS)
     out = stream or sys.stdout
     display = RichDisplay(stream) if _use_rich(out) else PlainDisplay(out)
     display.start(root, tasks, impl + ("/" if impl == "exercises" else ""))

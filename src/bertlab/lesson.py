@@ -37,11 +37,10 @@ from torch import Tensor
 from .errors import unfinished
 from .implementations import Implementation, load_implementation
 from .models import count_parameters
-from .tasks import EXERCISE_MODULES
+from .tasks import EXERCISE_TASKS  # (the order a student works in)
 
 IMPL_ENV = "BERTLAB_IMPL"
 FAST_ENV = "BERTLAB_FAST"
-TASKS = tuple(EXERCISE_MODULES)  # the order a student works in: cka, pooling, siamese, retrieval
 
 # The lesson's fill-in sentences (Concept 2), each with one [MASK].
 LESSON_MASK_SENTENCES = (
@@ -232,7 +231,7 @@ def not_started(exc: BaseException, default_task: str) -> tuple[str, Optional[st
     carries both; a plain one (the student's own) counts for ``default_task``, function unknown."""
     found = unfinished(exc) or exc
     task = getattr(found, "task", None)
-    return (task if task in TASKS else default_task), getattr(found, "function", None)
+    return (task if task in EXERCISE_TASKS else default_task), getattr(found, "function", None)
 
 
 def not_implemented_message(task: str, name: Optional[str] = None, waiting: Sequence[str] = (),
@@ -249,7 +248,7 @@ def not_implemented_message(task: str, name: Optional[str] = None, waiting: Sequ
 
 
 def _in_lesson_order(tasks) -> list[str]:
-    return sorted(set(tasks), key=TASKS.index)
+    return sorted(set(tasks), key=EXERCISE_TASKS.index)
 
 
 class LessonSteps:
@@ -285,7 +284,7 @@ class LessonSteps:
             status, _ = self.states().get(task, ("runs", None))
             if status.startswith("needs task "):  # e.g. your siamese.py calls your unfinished pooling
                 needed = status.split()[2]
-                waiting.add(needed if needed in TASKS else task)
+                waiting.add(needed if needed in EXERCISE_TASKS else task)
             elif status.startswith("not implemented"):
                 waiting.add(task)
             # "runs", or "raises ...": the step runs and shows the error where it happens
@@ -302,8 +301,8 @@ class LessonSteps:
         notebook, as one line for `bertlab lesson`) with the check to run; the step ends, the run goes on.
         ``title`` starts the line (`bertlab lesson` names its steps; a notebook cell is its own title).
         """
-        if not tasks or any(task not in TASKS for task in tasks):
-            raise ValueError(f"a step names the tasks it uses, from {', '.join(TASKS)}; got {tasks!r}.")
+        if not tasks or any(task not in EXERCISE_TASKS for task in tasks):
+            raise ValueError(f"a step names the tasks it uses, from {', '.join(EXERCISE_TASKS)}; got {tasks!r}.")
         prefix = f"{title}: " if title else ""
         outer, self.current = self.current, tasks
         try:
@@ -349,7 +348,7 @@ class LessonSteps:
     def _task_of(self, exc: BaseException, tasks: Sequence[str]) -> str:
         """The task whose exercise file the error was raised in (its innermost frame), else the step's first."""
         files = {}
-        for task in TASKS:
+        for task in EXERCISE_TASKS:
             module = getattr(self.impl, task, None) if self.impl is not None else None
             path = getattr(module, "__file__", None)
             if path:
@@ -397,10 +396,10 @@ def waiting_for(*tasks: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Progress: probe each task on tiny inputs
+# Progress: call each task once on tiny inputs
 # ---------------------------------------------------------------------------------------------
 
-def _probe(task: str, impl: Implementation) -> None:
+def _call_once(task: str, impl: Implementation) -> None:
     """Call the task's functions once on tiny seeded inputs (results are not checked here)."""
     generator = torch.Generator().manual_seed(0)
     if task == "cka":
@@ -430,9 +429,9 @@ def _probe(task: str, impl: Implementation) -> None:
 def _task_states(impl: Implementation) -> dict[str, tuple[str, Optional[str]]]:
     """{task: (status, the function of the task still to write, when a stub named it)}."""
     states: dict[str, tuple[str, Optional[str]]] = {}
-    for task in TASKS:
+    for task in EXERCISE_TASKS:
         try:
-            _probe(task, impl)
+            _call_once(task, impl)
             states[task] = ("runs", None)
         except NotImplementedError as exc:
             found, name = not_started(exc, task)
@@ -452,9 +451,9 @@ def progress_report(impl: Implementation) -> str:
     """A per-task summary and the task to do next."""
     states = _task_states(impl)
     lines = [f"Progress ({impl.name}):"]
-    for task in TASKS:
+    for task in EXERCISE_TASKS:
         lines.append(f"  {task:<10} {states[task][0]}")
-    todo = [t for t in TASKS if states[t][0] != "runs"]
+    todo = [t for t in EXERCISE_TASKS if states[t][0] != "runs"]
     if not todo:
         lines.append("All four tasks run. Now make sure they are right: `bertlab check` runs the public tests.")
     else:

@@ -6,7 +6,7 @@ Hugging Face Hub. Any other Hugging Face model name or local directory still wor
 has it cached or is online.
 
 Tests and the grader ask for models by *name* (``named_model``): the trusted process and the
-sandboxed worker each build the same model from its name, so no weights ever cross the boundary.
+sandboxed server each build the same model from its name, so no weights ever cross the boundary.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Named models: built identically in the trusted process and in the sandboxed worker.
+# Named models: built identically in the trusted process and in the sandboxed server.
 # ---------------------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .fileio import atomic_write_text  # noqa: E402
-from .tasks import EXERCISE_TASKS as TASK_ORDER  # noqa: E402
+from .tasks import EXERCISE_TASKS  # noqa: E402
 PROGRESS_DIR = ".bertlab"
 PROGRESS_FILE = "progress.json"
 HISTORY_LIMIT = 50
@@ -89,7 +89,7 @@ def record_run(root: Path, results: Mapping[str, Mapping], when: str | None = No
 def passed_tasks(progress: Mapping) -> list[str]:
     """Tasks whose last recorded run passed, in lesson order."""
     tasks = progress.get("tasks", {})
-    return [t for t in TASK_ORDER if tasks.get(t, {}).get("status") == "passed"]
+    return [t for t in EXERCISE_TASKS if tasks.get(t, {}).get("status") == "passed"]
 
 
 def describe_task(progress: Mapping, task: str) -> str:
@@ -106,9 +106,9 @@ def describe_task(progress: Mapping, task: str) -> str:
 def format_progress(progress: Mapping) -> list[str]:
     """Lines summarising the record: one per task, in lesson order."""
     done = len(passed_tasks(progress))
-    lines = [f"Progress: {done} of {len(TASK_ORDER)} tasks passed"]
-    width = max(len(t) for t in TASK_ORDER)
-    lines += [f"  {task:<{width}}  {describe_task(progress, task)}" for task in TASK_ORDER]
+    lines = [f"Progress: {done} of {len(EXERCISE_TASKS)} tasks passed"]
+    width = max(len(t) for t in EXERCISE_TASKS)
+    lines += [f"  {task:<{width}}  {describe_task(progress, task)}" for task in EXERCISE_TASKS]
     return lines
 
 

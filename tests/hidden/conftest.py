@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.tasks import GRADED_TASKS as HIDDEN_TASKS  # noqa: E402
+from bertlab.tasks import GRADED_TASKS  # noqa: E402
 _HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="package", autouse=True)
 def _one_torch_thread():
-    """The hidden suites run on one torch thread, as the sandboxed worker does (fair timing for the
+    """The hidden suites run on one torch thread, as the sandboxed server does (fair timing for the
     performance task; much faster than two threads on shared cores). Restored after this package."""
     from bertlab_grader.performance.timing import one_torch_thread
 
@@ -39,9 +39,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _HERE not in Path(str(item.path)).resolve().parents:
             continue
-        tasks = [m.name for m in item.iter_markers() if m.name in HIDDEN_TASKS]
+        tasks = [m.name for m in item.iter_markers() if m.name in GRADED_TASKS]
         points = [m for m in item.iter_markers(name="points")]
         if len(tasks) != 1 or len(points) != 1 or len(points[0].args) != 1 or not points[0].args[0] > 0:
-            raise pytest.UsageError(f"{item.nodeid} must carry exactly one task marker of {HIDDEN_TASKS} "
+            raise pytest.UsageError(f"{item.nodeid} must carry exactly one task marker of {GRADED_TASKS} "
                                     f"and one @pytest.mark.points(n) with n > 0; it has tasks {tasks}, "
                                     f"points {[m.args for m in points]}.")

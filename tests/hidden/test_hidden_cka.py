@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.checks import (check_close, check_scalar, check_shape, check_tensor, expect_value_error, fail,
+from bertlab.assertions import (check_close, check_scalar, check_shape, check_tensor, expect_value_error, fail,
                             first_line, generator, name_mistake, python_float, tensor_result)
 
 from bertlab_grader.hidden import reference_data as data

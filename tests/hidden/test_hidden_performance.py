@@ -15,11 +15,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertlab.checks import close, fail, generator
+from bertlab.assertions import close, fail, generator
 from bertlab_grader.performance.timing import compare_speed, reference_call, student_call
 from bertlab_grader.performance.timing import POINTS_PROPERTY, RATIO_PROPERTY
 
-from bertlab.checks import index_problem, true_cosines
+from bertlab.assertions import index_problem, true_cosines
 
 pytestmark = pytest.mark.performance
 

@@ -18,7 +18,7 @@ import math
 import pytest
 import torch
 
-from bertlab.checks import (check_close, check_tensor, expect_value_error, fail, first_line, generator,
+from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, first_line, generator,
                             name_pooling_mistake, tensor_result)
 from bertlab.mistakes import hint as mistake_hint
 

@@ -26,7 +26,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlab.checks import (check_close, check_tensor, expect_value_error, fail, first_line, generator, index_problem, name_mistake,
+from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, first_line, generator, index_problem, name_mistake,
                             short, true_cosines)
 from bertlab.mistakes import hint as mistake_hint
 

@@ -27,7 +27,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlab.checks import (check_close, check_finite, check_shape, close, did_not_finish, fail, generator,
+from bertlab.assertions import (check_close, check_finite, check_shape, close, did_not_finish, fail, generator,
                             name_mistake, tensor_result)
 from bertlab.datasets import LESSON_QUERY, LESSON_REVIEW_SNIPPETS, LESSON_SIAMESE_PAIRS, LESSON_STS_PAIRS
 from bertlab.mistakes import hint as mistake_hint
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.siamese
 # lesson's pairs (DAN 0.452), 0.815 on the 40-pair STS sample (DAN 0.519).
 QUALITY_SLACK = 0.05
 DAN_MARGIN = 0.2
-WIRING_TOL = 1e-4      # the worker's forward pass may differ from ours by float round-off
+WIRING_TOL = 1e-4      # the sandboxed server's forward pass may differ from ours by float round-off
 
 SENTENCES_A = LESSON_REVIEW_SNIPPETS[:4]
 SENTENCES_B = (LESSON_QUERY, LESSON_SIAMESE_PAIRS[0][0], "Awful.", LESSON_SIAMESE_PAIRS[2][1])

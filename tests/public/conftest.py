@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.checks import not_implemented_message
+from bertlab.assertions import not_implemented_message
 
-from bertlab.tasks import EXERCISE_TASKS as PUBLIC_TASKS  # noqa: E402
+from bertlab.tasks import EXERCISE_TASKS  # noqa: E402
 _HERE = Path(__file__).parent
 
 
 def _task_of(item) -> str | None:
-    tasks = [m.name for m in item.iter_markers() if m.name in PUBLIC_TASKS]
+    tasks = [m.name for m in item.iter_markers() if m.name in EXERCISE_TASKS]
     return tasks[0] if len(tasks) == 1 else None
 
 
@@ -22,10 +22,10 @@ def pytest_collection_modifyitems(config, items):
     # task marker (or two) would be run for the wrong task or never; refuse to run such a suite.
     for item in items:
         if _HERE in Path(str(item.path)).parents:
-            tasks = [m.name for m in item.iter_markers() if m.name in PUBLIC_TASKS]
+            tasks = [m.name for m in item.iter_markers() if m.name in EXERCISE_TASKS]
             if len(tasks) != 1:
                 raise pytest.UsageError(f"{item.nodeid} must carry exactly one task marker of "
-                                        f"{PUBLIC_TASKS}; it has {tasks or 'none'}.")
+                                        f"{EXERCISE_TASKS}; it has {tasks or 'none'}.")
 
 
 @pytest.hookimpl(wrapper=True)

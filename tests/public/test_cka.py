@@ -15,7 +15,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bertlab.checks import (check_close, check_shape, check_tensor, expect_value_error, name_mistake,
+from bertlab.assertions import (check_close, check_shape, check_tensor, expect_value_error, name_mistake,
                             property_settings, tensor_result)
 
 pytestmark = pytest.mark.cka

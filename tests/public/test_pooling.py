@@ -17,7 +17,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bertlab.checks import (check_close, check_tensor, expect_value_error, fail, first_line, name_pooling_mistake,
+from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, first_line, name_pooling_mistake,
                             property_settings)
 from bertlab.mistakes import hint as mistake_hint
 

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bertlab.checks import check_close, check_tensor, close, expect_value_error, name_mistake, property_settings
+from bertlab.assertions import check_close, check_tensor, close, expect_value_error, name_mistake, property_settings
 
 pytestmark = pytest.mark.retrieval
 

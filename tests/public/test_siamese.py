@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from bertlab.datasets import LESSON_SIAMESE_PAIRS, LESSON_STS_PAIRS
 from bertlab.models import load_tokenizer, named_model
 
-from bertlab.checks import check_close, check_tensor, close, fail, name_mistake
+from bertlab.assertions import check_close, check_tensor, close, fail, name_mistake
 from bertlab.mistakes import hint as mistake_hint
 from bertlab.probes import disjoint_pair_batch, run_probe
 

@@ -38,14 +38,13 @@ from typing import Optional
 from bertlab.errors import ReportedError, UsageError
 from bertlab_grader.core import locations as kit
 from bertlab_grader.export.gradescope.autograder import SETTINGS_FILE, VISIBILITIES
-from bertlab_grader.core.locations import GRADESCOPE_DIR
+from bertlab_grader.core.locations import GRADESCOPE_DIR, WHEEL_SOURCES
 
 TEMPLATES = GRADESCOPE_DIR / "files"  # setup.sh and run_autograder, as Gradescope runs them
 TARGET_PYTHON = "3.10"        # python3 of Ubuntu 22.04, Gradescope's default base image
 TARGET_GLIBC_MINOR = 35       # glibc 2.35 (Ubuntu 22.04): manylinux_2_35 and every older manylinux
 TORCH_VERSION = "2.13.0"      # the README's pin
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-SOURCE_FILES = ("pyproject.toml", "README.md", "src", "docs")  # what building the kit's wheel reads
 _NOT_IN_WHEEL = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")  # written by pip at install time
 
 
@@ -91,7 +90,7 @@ def _wheel_from_checkout(checkout: Path, out: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="bertlab-wheel-") as tmp:
         source = Path(tmp) / "source"
         source.mkdir()
-        for name in SOURCE_FILES:  # a copy: building in place would leave build/ and egg-info in the checkout
+        for name in WHEEL_SOURCES:  # a copy: building in place would leave build/ and egg-info in the checkout
             path = checkout / name
             if path.is_dir():
                 shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))

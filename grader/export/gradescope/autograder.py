@@ -275,7 +275,7 @@ def sandbox_decision(require_sandbox: bool) -> tuple[bool, str]:
 def lock_hidden_files(package_dir: Path, source: Path) -> list[Path]:
     """Without the sandbox, student code runs as an unprivileged uid (when the grader is root): make the
     zip's files (``source``: the wheels hold the hidden suites) and the installed instructor package
-    unreadable to it, except what the sandbox's worker imports (``WORKER_NEEDS``). Returns what was locked."""
+    unreadable to it, except what the sandboxed server imports (``WORKER_NEEDS``). Returns what was locked."""
     locked = []
     needed = [Path(name).parts for name in WORKER_NEEDS]
 

@@ -1,4 +1,4 @@
-"""The wire format between the trusted grader and the sandboxed worker: JSON plus safetensors, never pickle.
+"""The wire format between the trusted grader and the sandboxed server: JSON plus safetensors, never pickle.
 
 A message is one frame::
 
@@ -22,16 +22,10 @@ JSON as they are; everything else is a JSON object tagged by its ``"$t"`` key:
     handle / callback / model / ref / stash       resolved by the caller's hooks (see ../remote.py, server.py)
 
 NumPy scalars cross as Python numbers. Whatever the encoder cannot express goes to its ``fallback``
-hook (the worker turns it into a handle; the trusted side refuses it).
+hook (the server turns it into a handle; the trusted side refuses it).
 """
 
 from __future__ import annotations
-
-# Student exceptions of these builtin types (or their subclasses) cross the wire as that type, so
-# `pytest.raises(ValueError)` works on a remote call (sandbox/remote.py rebuilds them, the server
-# names them). Everything else arrives as a plain StudentError.
-REBUILT_EXCEPTIONS = ("ValueError", "TypeError", "IndexError", "KeyError", "RuntimeError",
-                      "NotImplementedError", "AssertionError", "ZeroDivisionError", "AttributeError")
 
 import json
 import keyword
@@ -43,6 +37,12 @@ from typing import Any, Callable, Optional
 import numpy as np
 import safetensors.torch
 import torch
+
+# Student exceptions of these builtin types (or their subclasses) cross the wire as that type, so
+# `pytest.raises(ValueError)` works on a remote call (sandbox/remote.py rebuilds them, the server
+# names them). Everything else arrives as a plain StudentError.
+REBUILT_EXCEPTIONS = ("ValueError", "TypeError", "IndexError", "KeyError", "RuntimeError",
+                      "NotImplementedError", "AssertionError", "ZeroDivisionError", "AttributeError")
 
 MAGIC = b"BLR1"
 PREFIX = struct.Struct("!4sIQ")
@@ -147,7 +147,7 @@ class Encoder:
                 t = t.clone()
             else:
                 self._storages.add(storage)
-        except Exception:  # a tensor-like the worker cannot flatten stays a handle
+        except Exception:  # a tensor-like the server cannot flatten stays a handle
             return None
         key = f"t{len(self.tensors)}"
         self.tensors[key] = t

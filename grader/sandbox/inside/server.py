@@ -74,13 +74,13 @@ def drop_privileges(uid: int) -> None:
         os.setuid(0)
     except PermissionError:
         return
-    raise SystemExit("worker: could not drop root privileges")
+    raise SystemExit("sandboxed server: could not drop root privileges")
 
 
 # ================================================================================ the child side
 
 # (prefix, replacement) pairs, longest prefix first: the sandbox-side folders of the kit and the
-# Python install. Text the worker writes for the student (exception messages, the tracebacks and
+# Python install. Text the server writes for the student (exception messages, the tracebacks and
 # warnings it prints) names files relative to them ("torch/nn/functional.py", "bertlab/models.py"):
 # a student sees where in a library something failed, not how the grading machine is laid out.
 _PATH_PREFIXES: list[tuple[str, str]] = []
@@ -130,7 +130,7 @@ def short_traceback(exc: BaseException) -> str:
 
 def _student_visible_hooks() -> None:
     """In a child: what Python prints by itself (an uncaught exception in a thread, a warning) names
-    files without their sandbox-side folders, like the worker's own reports."""
+    files without their sandbox-side folders, like the server's own reports."""
     import threading
     import warnings
 
@@ -243,7 +243,7 @@ class SubmissionFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 class _WorkerError(Exception):
-    """A failure of the worker's own (not the student's): carries the error dict to send."""
+    """A failure of the server's own (not the student's): carries the error dict to send."""
 
     def __init__(self, info: dict):
         super().__init__(info["message"])
@@ -416,7 +416,7 @@ class ChildServer:
         if isinstance(target, dict) and "handle" in target:
             if target["handle"] not in self.objects:
                 raise _WorkerError({"type": "StaleHandle", "builtin": None, "traceback": "", "fatal": False,
-                                    "message": "this object no longer exists in the worker"})
+                                    "message": "this object no longer exists in the server"})
             return self.objects[target["handle"]]
         raise self.rpc.ProtocolError("bad call target")
 
@@ -427,7 +427,7 @@ class ChildServer:
         if kind == "callback":
             return CallbackStub(self, int(tag.get("id")))
         if kind == "model":
-            # One worker-side model per trusted-side model object (the trusted side numbers them), so
+            # One server-side model per trusted-side model object (the trusted side numbers them), so
             # passing the same model twice gives the same object, and two fresh ones stay apart.
             key = (str(tag.get("name")), tag.get("key"))
             if key not in self.models:
@@ -438,7 +438,7 @@ class ChildServer:
         if kind == "stash":
             if tag.get("id") not in self.stashed:
                 raise _WorkerError({"type": "StaleStash", "builtin": None, "traceback": "", "fatal": False,
-                                    "message": "this stashed value does not exist in the worker"})
+                                    "message": "this stashed value does not exist in the server"})
             # A fresh copy per call: the code under test may change it in place, or remember the
             # object it saw last, and neither must carry over to the next call.
             return _fresh_copy(self.stashed[tag["id"]])
@@ -790,7 +790,7 @@ def _drop_kit_editable_finders() -> None:
     They map ``bertlab`` and ``bertlab_grader`` (its reference and suites inside) to the kit's
     folders, most of which the sandbox hides; probing those paths can raise PermissionError (a template that cannot import) and puts
     kit paths into a student's error messages. The launcher passes the kit's import roots
-    (``--kit-root``) for what the worker needs, so these hooks add nothing. Editable installs of
+    (``--kit-root``) for what the server needs, so these hooks add nothing. Editable installs of
     other projects (a developer's transformers, say) keep theirs.
     """
     kit = {"bertlab", "bertlab_grader"}
@@ -806,8 +806,8 @@ def _drop_kit_editable_finders() -> None:
     sys.path_importer_cache.clear()
 
 
-def probe() -> int:
-    """The launcher's check of its mounts (``--probe``): run as the template would (same uid, same
+def check_mounts() -> int:
+    """The launcher's check of its mounts (``--check-mounts``): run as the template would (same uid, same
     sys.path), find and read what the template imports, without paying for importing it."""
     try:
         for name in ("numpy", "torch", "transformers", "safetensors", "bertlab", "bertlab.models", f"{__package__}.rpc"):
@@ -828,14 +828,14 @@ def probe() -> int:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--control-fd", type=int)
-    parser.add_argument("--probe", action="store_true",
+    parser.add_argument("--check-mounts", action="store_true",
                         help="check that what the template imports can be found and read, then exit")
     parser.add_argument("--kit-root", action="append", default=[])
     parser.add_argument("--uid", type=int)
     parser.add_argument("--isolated", action="store_true")
     parser.add_argument("--preload", action="append", default=[])
     args = parser.parse_args(argv)
-    if args.control_fd is None and not args.probe:
+    if args.control_fd is None and not args.check_mounts:
         parser.error("--control-fd is required")
     started = time.monotonic()
     if args.uid is not None:
@@ -853,8 +853,8 @@ def main(argv=None) -> None:
         sys.path.insert(0, root)
     _drop_kit_editable_finders()
     _PATH_PREFIXES[:] = path_prefixes(args.kit_root)
-    if args.probe:
-        raise SystemExit(probe())
+    if args.check_mounts:
+        raise SystemExit(check_mounts())
     ctrl = socket.socket(fileno=args.control_fd)
 
     global torch

@@ -1,7 +1,7 @@
 """Patches every comparison it can reach at import, then returns a wrong CKA.
 
 In-process this would make torch.allclose, torch.testing.assert_close, numpy and pytest.approx
-say "equal"; in the sandbox it only changes the worker's copies.
+say "equal"; in the sandbox it only changes the server's copies.
 """
 
 import numpy

@@ -1,4 +1,4 @@
-"""Sabotages the worker's own machinery at import (isinstance, json): its process cannot answer."""
+"""Sabotages the server's own machinery at import (isinstance, json): its process cannot answer."""
 import builtins
 import json
 
