@@ -31,7 +31,7 @@ def _cmd_grade(args) -> int:
 
 
 def _cmd_grade_one(args) -> int:
-    from bertlab_grader.course.runner import grade_one_command
+    from bertlab_grader.course.grade_one import grade_one_command
 
     return grade_one_command(Path(args.submission), as_json=args.json, student=args.student,
                              unsafe_no_sandbox=args.unsafe_no_sandbox)

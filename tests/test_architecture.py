@@ -177,6 +177,18 @@ def test_the_sandboxed_server_imports_nothing_of_the_grader():
         assert not outside, f"{module} imports {sorted(outside)}: inside the sandbox they do not exist"
 
 
+def test_pyproject_installs_every_package_of_the_checkout():
+    """A folder with an __init__.py that pyproject.toml does not list would be missing from the wheel
+    (setuptools installs exactly the packages named there)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {module_name(init).removesuffix(".__init__") for folder in FOLDERS for init in (ROOT / folder).rglob("__init__.py")
+             if "__pycache__" not in init.parts}
+    assert found - listed == set(), f"packages pyproject.toml does not install: {sorted(found - listed)}"
+    assert listed - found == {"bertlab_grader.kit_docs"}, f"listed but not in the checkout: {sorted(listed - found - {'bertlab_grader.kit_docs'})}"
+
+
 def test_the_architecture_page_names_every_room():
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     missing = [room for room, _ in ROOMS if f"`{room}`" not in page]

@@ -235,14 +235,14 @@ def _results(root: Path) -> dict:
 
 
 def test_a_grader_failure_is_not_a_grade(root_for, monkeypatch, capsys):
-    from bertlab_grader.course import runner
+    from bertlab_grader.course import grade_one
     from bertlab_grader.core.failures import GraderFailure
     from bertlab_grader.core.locations import reference_sources
 
     def sandbox_dies(*args, **kwargs):
         raise GraderFailure("the sandbox died while no student code ran (/opt/grader/secret/path)")
 
-    monkeypatch.setattr(runner, "grade_one", sandbox_dies)
+    monkeypatch.setattr(grade_one, "grade_one", sandbox_dies)
     root = root_for({name: text.encode() for name, text in reference_sources().items()})
     assert gradescope.run(root) == 1
     document = _results(root)

@@ -144,7 +144,7 @@ def test_bundle_is_its_own_distribution_with_the_student_dependencies(bundle):
     assert ours["project"]["name"] == rel.BUNDLE_DISTRIBUTION == "bertlab-student"
     assert ours["project"]["scripts"] == {"bertlab": "bertlab.cli:main"}
     assert "entry-points" not in ours["project"], "the bundle must not add commands"
-    assert ours["tool"]["setuptools"]["packages"] == ["bertlab", "bertlab.public_tests"]
+    assert ours["tool"]["setuptools"]["packages"] == ["bertlab", "bertlab.check", "bertlab.teaching", "bertlab.public_tests"]
     assert ours["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["src/bertlab/requirements.txt"]}
     student = _requirements(bundle / "src" / "bertlab" / "requirements.txt")
     assert student == _requirements(STUDENT_PACKAGE / "requirements.txt")

@@ -25,7 +25,7 @@ import torch
 
 from bertlab_grader.core.failures import GraderFailure
 from bertlab_grader.sandbox.remote import StudentError, SubmissionCrashed, SubmissionTimeout
-from bertlab_grader.sandbox import SandboxUnavailable, bubblewrap_status, launcher
+from bertlab_grader.sandbox import SandboxUnavailable, bubblewrap, bubblewrap_status, launcher
 from bertlab_grader.sandbox.launcher import FALLBACK_WARNING, Sandbox, SandboxError
 
 KIT = Path(__file__).resolve().parents[1]
@@ -456,7 +456,7 @@ def no_bubblewrap(monkeypatch, tmp_path):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(launcher, "BWRAP_CANDIDATES", ())
+    monkeypatch.setattr(bubblewrap, "BWRAP_CANDIDATES", ())  # where _find_bwrap looks
     monkeypatch.setattr(launcher, "_warned", False)
 
 

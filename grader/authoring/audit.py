@@ -31,6 +31,7 @@ from typing import Optional
 
 from bertlab_grader.mutants import Entry, load_bank
 from bertlab.tasks import EXERCISE_TASKS
+from bertlab_grader.core.points import POINTS_EPSILON
 
 
 @dataclass
@@ -108,7 +109,7 @@ def _judge(row: Row) -> None:
     if row.error:
         row.verdict, row.ok = f"ERROR ({row.error[:80]})", False
         return
-    lost_tasks = {t for t, v in row.lost.items() if v > 1e-9}
+    lost_tasks = {t for t, v in row.lost.items() if v > POINTS_EPSILON}
     if row.kind == "mutant":
         others = sorted(lost_tasks - {row.task})
         if row.task not in lost_tasks:
@@ -120,7 +121,7 @@ def _judge(row: Row) -> None:
     elif row.kind in ("variant", "solutions"):
         row.verdict = "ok" if not lost_tasks else "WRONGED in " + ",".join(sorted(lost_tasks))
     elif row.kind == "stubs":
-        row.verdict = "ok" if not any(v > 1e-9 for v in row.points.values()) else "STUBS SCORE POINTS"
+        row.verdict = "ok" if not any(v > POINTS_EPSILON for v in row.points.values()) else "STUBS SCORE POINTS"
     hint_ok = row.hint in ("", "ok")
     row.ok = row.verdict in ("caught", "ok") and hint_ok
     if not hint_ok:
@@ -142,7 +143,7 @@ def format_table(rows: list[Row], tasks: tuple) -> str:
     head = f"{'entry':<28}{'kind':<10}{'task':<10}" + "".join(f"{t:>10}" for t in tasks) + f"  {'hint':<8}{'time':>7}  verdict"
     lines = [head, "-" * len(head)]
     for r in rows:
-        cells = "".join(f"{('-' if r.lost.get(t, 0) <= 1e-9 else '-%g' % r.lost[t]) if t in r.lost else '?':>10}"
+        cells = "".join(f"{('-' if r.lost.get(t, 0) <= POINTS_EPSILON else '-%g' % r.lost[t]) if t in r.lost else '?':>10}"
                         for t in tasks)
         lines.append(f"{r.name:<28}{r.kind:<10}{r.task:<10}{cells}  {r.hint or '':<8}{r.seconds:>6.1f}s  {r.verdict}")
     return "\n".join(lines)

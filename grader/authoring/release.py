@@ -339,6 +339,14 @@ def _replace_bundle(out: Path, staging: Path, log: Callable[[str], None]) -> Non
 # Building
 # ---------------------------------------------------------------------------------------------
 
+def student_packages() -> list[str]:
+    """The student package and its subpackages, as the bundle's pyproject lists them: ``bertlab``, each
+    folder of it with an ``__init__.py`` (``bertlab.check``, ``bertlab.teaching``), ``bertlab.public_tests``."""
+    subpackages = sorted(f"bertlab.{d.name}" for d in STUDENT_PACKAGE_DIR.iterdir()
+                         if (d / "__init__.py").is_file() and d.name != "public_tests")
+    return ["bertlab", *subpackages, "bertlab.public_tests"]
+
+
 def _is_junk(path: Path) -> bool:
     return path.name in JUNK_NAMES or path.name.endswith(JUNK_SUFFIXES)
 
@@ -407,7 +415,7 @@ def bundle_pyproject() -> str:
         "tool": {
             "setuptools": {
                 "package-dir": {"": "src"},
-                "packages": ["bertlab", "bertlab.public_tests"],
+                "packages": student_packages(),
                 "dynamic": {"dependencies": {"file": ["src/bertlab/requirements.txt"]}},
                 "package-data": {"bertlab": ["requirements.txt", "data/**/*"],
                                  "bertlab.public_tests": ["pytest.ini"]},

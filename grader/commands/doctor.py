@@ -55,7 +55,7 @@ def _check_gradebook(course: Path, db_url: Optional[str]) -> tuple[str, str]:
 
 def _check_preflight() -> tuple[str, str]:
     from bertlab_grader.grading.preflight import run_preflight
-    from bertlab_grader.course.runner import open_sandbox
+    from bertlab_grader.course.pool import open_sandbox
 
     start = time.monotonic()
     sandbox = open_sandbox([], None, False)

@@ -1,4 +1,4 @@
-"""Cohort grading: `bertlab grade COURSE` and `bertlab grade-one DIR`.
+"""Cohort grading: `bertlab grade COURSE` (the worker pool is pool.py; one directory, `bertlab grade-one`, is grade_one.py).
 
 Processes (docs/architecture.md):
 
@@ -38,229 +38,19 @@ graded because of the grader; 2 a usage or course-layout error (nothing was chan
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
 from pathlib import Path
 
 from bertlab_grader.core.failures import GraderFailure, UsageError
 
-from bertlab_grader.core.locations import KIT_ROOT  # noqa: E402
-from bertlab.tasks import GRADED_TASKS  # noqa: E402
-SUBMISSION_DEADLINE_S = float(os.environ.get("BERTLAB_SUBMISSION_DEADLINE_S", 600))  # whole suite, one student
-SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
-MAX_ATTEMPTS = 2  # a submission whose grader worker dies is tried once more, then reported (not graded)
-
-
-def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-
-
-# ---------------------------------------------------------------------------------------------------
-# Grading one submission (runs inside a trusted grader worker)
-
-
-def open_sandbox(hide: list[str], uid: int | None, unsafe_no_sandbox: bool):
-    """A Sandbox that isolates with bubblewrap, or refuses (SandboxUnavailable) unless the instructor
-    asked for --unsafe-no-sandbox by name."""
-    from bertlab_grader.sandbox import Sandbox
-
-    kwargs = {"kit_root": KIT_ROOT, "hide": hide, "unsafe_no_sandbox": unsafe_no_sandbox}
-    if uid is not None:
-        kwargs["uid"] = uid
-    return Sandbox(**kwargs)
-
-
-def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sandbox: bool, gate=None,
-                 timings: str | None = None) -> None:
-    """A trusted grader worker: one warm sandbox, a preflight, then submissions in, results out.
-
-    Messages to the main process: ("ready", preflight problem or None), ("fatal", cause),
-    ("result", results dict), ("grader_failure", cause).
-    Each worker's sandbox runs under its own unprivileged uid, because RLIMIT_NPROC counts processes
-    per uid: with a shared uid, one student's fork bomb would starve the other workers' students.
-    ``gate`` (bertlab_grader.performance.gate.TimingGate): everything but the performance task's timings is
-    work; a timing has the machine to itself.
-    ``timings``: the course's timing record (grader/performance/record.py), or None to keep none: each
-    distinct submission is timed once, and identical files reuse that measurement.
-    """
-    from bertlab_grader.performance import gate as timing_gate
-    from bertlab_grader.performance import record as timing_record
-    from bertlab_grader.course.nbgrader_course import read_submission_sources
-    from bertlab_grader.grading.preflight import run_preflight
-    from bertlab_grader.grading.scoring import warm_up
-
-    import torch
-
-    torch.set_num_threads(1)  # one core per worker: N workers share the machine without oversubscribing
-    timing_gate.install(gate, slot)
-    sandbox = None
-    record = None
-    try:
-        if timings is not None:
-            record = timing_record.TimingRecord(Path(timings), timing_record.protocol_digest())
-        sandbox = open_sandbox(hide, SANDBOX_UID_BASE + slot, unsafe_no_sandbox)
-        warm_up()  # already done in the fork server (grader/course/worker_preload.py); with spawn, done here
-        with timing_gate.working():
-            problem = run_preflight(sandbox, assignment)
-    except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
-        conn.send(("fatal", f"{type(exc).__name__}: {exc}"))
-        if sandbox is not None:
-            sandbox.close()
-        return
-    conn.send(("ready", problem))
-    try:
-        while True:
-            job = conn.recv()
-            if job is None:
-                break
-            student, path = job
-            try:
-                sources = read_submission_sources(path)
-                with timing_gate.working(), timing_record.use(record, sources):
-                    from bertlab_grader.grading.scoring import grade_sources  # (pytest: only in grader workers)
-
-                    result = grade_sources(sandbox, sources, student, assignment)
-                conn.send(("result", result))
-            except Exception as exc:  # noqa: BLE001 - a grader failure or a grader bug: never the student's
-                conn.send(("grader_failure", f"{type(exc).__name__}: {exc}"))
-    finally:
-        sandbox.close()
-
-
-class _Worker:
-    """Main-process handle of one grader worker process."""
-
-    def __init__(self, ctx, hide, assignment, slot, unsafe_no_sandbox, gate=None, timings=None):
-        self.slot, self.gate, self.timings = slot, gate, timings
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main,
-                                   args=(child, hide, assignment, slot, unsafe_no_sandbox, gate, timings),
-                                   daemon=True)
-        self.process.start()
-        child.close()
-        self.ready = False
-        self.job = None  # (submission, attempt)
-        self.started = 0.0
-
-    def give(self, submission, attempt):
-        self.job, self.started = (submission, attempt), time.monotonic()
-        self.conn.send((submission.student, str(submission.path)))
-
-    def stop(self):
-        try:
-            self.conn.send(None)
-        except (OSError, ValueError):
-            pass
-
-    def kill(self):
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(5)
-        if self.gate is not None:  # it may have died working or timing: the others must not wait for it
-            self.gate.forget(self.slot)
-
-
-def _context():
-    """Grader workers are forked from a fork server that imported ``bertlab_grader.course.worker_preload`` (torch,
-    MiniLM, the reference data: about 6 s of CPU) once, instead of each worker paying for it on a
-    shared core. The fork server is a fresh interpreter, not a copy of this process, and nothing in it
-    has started a thread pool (see grader/course/worker_preload.py). Set BERTLAB_WORKER_START=spawn to give
-    each worker a fresh interpreter of its own instead."""
-    if os.environ.get("BERTLAB_WORKER_START", "forkserver") == "spawn" or "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["bertlab_grader.course.worker_preload"])
-    return ctx
-
-
-def start_workers(n: int, hide: list[str], assignment: str, unsafe_no_sandbox: bool = False,
-                  timings: Path | None = None) -> list[_Worker]:
-    """Start ``n`` grader workers now; they warm up (seconds) while the caller prepares the course.
-    They share one TimingGate (grader/performance/gate.py), which this process joins as well, and
-    the timing record at ``timings`` (grader/performance/record.py; None: keep none)."""
-    from bertlab_grader.performance import gate as timing_gate
-
-    ctx = _context()
-    gate = timing_gate.TimingGate(ctx, n)
-    timing_gate.install(gate, timing_gate.NO_ONE)
-    where = str(timings) if timings is not None else None
-    return [_Worker(ctx, hide, assignment, slot, unsafe_no_sandbox, gate, where) for slot in range(n)]
-
-
-class RunStopped(GraderFailure):
-    """The whole run stopped before grading (a failed preflight, a sandbox that cannot start)."""
-
-
-def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment: str, unsafe_no_sandbox: bool):
-    """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
-    workers of ``pool`` finish; a worker that dies is replaced and its submission tried once more.
-    Raises RunStopped when a worker cannot start or fails its preflight. The workers are stopped at
-    the end."""
-    ctx = _context()
-    queue = [(s, 1) for s in submissions]
-    try:
-        while queue or any(w.job for w in pool):
-            for w in pool:
-                if w.ready and w.job is None and queue:
-                    w.give(*queue.pop(0))
-            ready = wait([w.conn for w in pool] + [w.process.sentinel for w in pool], timeout=1.0)
-            for i, w in enumerate(list(pool)):
-                died = w.process.sentinel in ready and not w.conn.poll()
-                overdue = w.job is not None and time.monotonic() - w.started > SUBMISSION_DEADLINE_S
-                if w.conn in ready and w.conn.poll():
-                    try:
-                        kind, payload = w.conn.recv()
-                    except (EOFError, OSError):
-                        died = True
-                    else:
-                        if kind == "fatal":
-                            raise RunStopped(f"a grader worker could not start: {payload}")
-                        if kind == "ready":
-                            if payload is not None:
-                                from bertlab_grader.grading.preflight import explain
-
-                                raise RunStopped(explain(payload))
-                            w.ready = True
-                        else:
-                            submission, _ = w.job
-                            w.job = None
-                            if queue:  # the next job first: the worker grades while we record this one
-                                w.give(*queue.pop(0))
-                            yield (submission, payload, None) if kind == "result" else (submission, None, payload)
-                if died or overdue:
-                    if w.job is not None:
-                        submission, attempt = w.job
-                        why = (f"grading took longer than {SUBMISSION_DEADLINE_S:g} s "
-                               "(BERTLAB_SUBMISSION_DEADLINE_S)" if overdue
-                               else "the grader worker stopped unexpectedly")
-                        if attempt < MAX_ATTEMPTS and not overdue:
-                            queue.insert(0, (submission, attempt + 1))
-                        else:
-                            yield submission, None, why
-                    elif not w.ready:
-                        raise RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
-                    w.kill()
-                    pool[i] = _Worker(ctx, hide, assignment, w.slot, unsafe_no_sandbox, w.gate, w.timings)
-    finally:
-        stop_workers(pool)
-
-
-def stop_workers(pool: list[_Worker]) -> None:
-    """Ask every worker to finish (its sandbox closes), then make sure each is gone."""
-    for w in pool:
-        w.stop()
-    from bertlab_grader.performance import gate as timing_gate
-
-    for w in pool:
-        w.process.join(10)
-        w.kill()
-    if pool:
-        timing_gate.install(None, timing_gate.NO_ONE)
+from bertlab_grader.course.pool import (  # noqa: F401  (the run's engine; tests stand in for parts)
+    MAX_ATTEMPTS, SANDBOX_UID_BASE, SUBMISSION_DEADLINE_S, RunStopped, _check_sandbox, _context, _pool_results,
+    default_workers, open_sandbox, start_workers, stop_workers)
+from bertlab_grader.course.results import format_gradebook, task_scores  # noqa: F401
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -378,17 +168,6 @@ def check_course(course: Path, assignment: str, db_url: str | None):
         nbcourse.check_gradebook(course, db_url)
     except nbcourse.CourseError as exc:
         raise UsageError(str(exc)) from None
-
-
-def _check_sandbox(unsafe_no_sandbox: bool) -> None:
-    """Refuse at once, before any worker starts, when bubblewrap cannot isolate student code."""
-    if unsafe_no_sandbox:
-        return
-    from bertlab_grader.sandbox import launcher
-
-    ok, why = launcher.bubblewrap_status()
-    if not ok:
-        raise launcher._unavailable(why)  # the reason, then how to install or enable bubblewrap
 
 
 def grade_course(course: Path, assignment: str = "week7", workers: int | None = None,
@@ -545,82 +324,3 @@ def _progress(total: int, quiet: bool):
 
     return tqdm(total=total, desc="grading", unit="submission", disable=quiet or total == 0,
                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed} elapsed, {remaining} left]", file=sys.stderr)
-
-
-def task_scores(result: dict) -> dict[str, tuple[float, float]]:
-    """task -> (points, max points) of one results dict."""
-    scores: dict[str, list[float]] = {}
-    for test in result["tests"]:
-        entry = scores.setdefault(test["task"], [0.0, 0.0])
-        entry[0] += test["points"]
-        entry[1] += test["max_points"]
-    return {t: tuple(v) for t, v in scores.items()}
-
-
-def format_gradebook(results: dict[str, dict]) -> str:
-    """A plain-text table: one row per student, one column per task, and the total."""
-    header = f"{'student':<16}" + "".join(f"{t:>13}" for t in GRADED_TASKS) + f"{'total':>15}"
-    lines = [header, "-" * len(header)]
-    for student in sorted(results):
-        result = results[student]
-        per_task = task_scores(result)
-        cells = "".join(f"{'%g/%g' % per_task[t] if t in per_task else '-':>13}" for t in GRADED_TASKS)
-        lines.append(f"{student:<16}{cells}{'%g/%g' % (result['score'], result['max_score']):>15}")
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------------
-# One submission
-
-
-def grade_one(submission: Path, student: str | None = None, assignment: str = "week7",
-              unsafe_no_sandbox: bool = False) -> dict:
-    """Grade one submission directory in a fresh sandbox, after a preflight in that same sandbox;
-    the results dict (with ``submission_digest`` and ``sandboxed``). Raises UsageError for a folder
-    that is not a submission, GraderFailure when the grader failed (nothing is graded then)."""
-    from bertlab_grader.course.nbgrader_course import Submission, read_submission_sources, submission_digest, valid_id
-    from bertlab_grader.grading.preflight import explain, run_preflight
-
-    submission = Path(submission).resolve()
-    if not submission.is_dir():
-        raise UsageError(f"{submission} is not a directory holding cka.py, pooling.py, siamese.py, retrieval.py")
-    student = student or submission.name
-    if not valid_id(student):
-        raise UsageError(f"{student!r} cannot be a student id; pass --student NAME")
-    sources = read_submission_sources(submission)
-    if not sources:
-        raise UsageError(f"{submission} holds none of cka.py, pooling.py, siamese.py, retrieval.py")
-    _check_sandbox(unsafe_no_sandbox)
-    sandbox = open_sandbox([str(submission.parent)], None, unsafe_no_sandbox)
-    try:
-        problem = run_preflight(sandbox, assignment)
-        if problem is not None:
-            raise RunStopped(explain(problem))
-        from bertlab_grader.grading.scoring import grade_sources  # (pytest: only in grader workers)
-
-        result = grade_sources(sandbox, sources, student, assignment)
-    finally:
-        sandbox.close()
-    result["submission_digest"] = submission_digest(Submission(student, submission))
-    from bertlab_grader.course.nbgrader_course import check_results_schema, validate_result
-
-    result = validate_result(result)
-    check_results_schema(result)
-    return result
-
-
-def grade_one_command(submission: Path, as_json: bool = False, student: str | None = None,
-                      unsafe_no_sandbox: bool = False) -> int:
-    """`bertlab grade-one`: print the result (or results.json with --json). Exit 0 graded, 1 grader
-    failure (nothing printed on stdout), 2 usage error."""
-    result = grade_one(submission, student, unsafe_no_sandbox=unsafe_no_sandbox)
-    if as_json:
-        print(json.dumps(result, indent=1))
-    else:
-        print(format_gradebook({result["student"]: result}))
-        for test in result["tests"]:
-            if test["outcome"] != "passed":
-                print(f"  [{test['outcome']}] {test['task']}/{test['name']}: {test['message']}")
-        if not result.get("sandboxed", True):
-            print("NOTE: graded WITHOUT the sandbox (--unsafe-no-sandbox); results.json records it.")
-    return 0

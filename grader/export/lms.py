@@ -107,7 +107,8 @@ def _read_gradebook(course: Path, assignment: str, db_url: str | None):
                               SubmittedNotebook)
     from sqlalchemy.orm import Session
 
-    from bertlab_grader.course.nbgrader_course import TASKS, course_db_url
+    from bertlab.tasks import GRADED_TASKS
+    from bertlab_grader.course.nbgrader_course import course_db_url
 
     engine = sa.create_engine(course_db_url(course, db_url))
     try:
@@ -128,7 +129,7 @@ def _read_gradebook(course: Path, assignment: str, db_url: str | None):
     finally:
         engine.dispose()
     names = [name for name, _ in cells]
-    order = [t for t in TASKS if t in names] + sorted(n for n in names if n not in TASKS)
+    order = [t for t in GRADED_TASKS if t in names] + sorted(n for n in names if n not in GRADED_TASKS)
     max_points = {name: float(points or 0.0) for name, points in sorted(cells, key=lambda c: order.index(c[0]))}
     scores: dict[str, dict[str, float]] = {}
     for student, task, score in grades:

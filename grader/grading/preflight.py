@@ -16,6 +16,7 @@ from bertlab_grader.core.locations import reference_sources
 from bertlab.tasks import EXERCISE_TASKS
 
 from bertlab_grader.grading.scoring import grade_sources
+from bertlab_grader.core.points import POINTS_EPSILON
 
 PREFLIGHT_STUDENT = "bertlab-preflight"  # never recorded anywhere
 
@@ -23,7 +24,7 @@ PREFLIGHT_STUDENT = "bertlab-preflight"  # never recorded anywhere
 def shortfall(result: dict) -> Optional[str]:
     """The first correctness test the reference did not pass at full points, as one message, or None."""
     for test in result["tests"]:
-        if test["task"] in EXERCISE_TASKS and test["points"] < test["max_points"] - 1e-9:
+        if test["task"] in EXERCISE_TASKS and test["points"] < test["max_points"] - POINTS_EPSILON:
             message = (test.get("message") or "").strip() or "(no message)"
             return f"{test['task']}/{test['name']} ({test['outcome']}): {message}"
     return None

@@ -34,6 +34,9 @@ from pathlib import Path
 from bertlab.errors import ReportedError, UsageError
 from bertlab.tasks import GRADED_TASKS
 from bertlab_grader.core.locations import REPORT_TEMPLATES
+from bertlab_grader.core.points import POINTS_EPSILON
+
+_BIN_EPSILON = 1e-6  # a histogram's bin edges: float round-off of value / width
 
 TEMPLATE = REPORT_TEMPLATES / "report.html.j2"
 #: Rows shown before a list folds the rest away (tests, mistakes, not-graded lists).
@@ -44,7 +47,6 @@ SIMILAR_TOP = 10
 TOTAL_BINS, TASK_BINS = 25, 12
 #: Time ratios are binned on widening steps (a ratio spans 0.2x to 50x); the band edges are marked.
 RATIO_EDGES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, math.inf)
-_EPS = 1e-6
 
 
 def _refused(result: dict) -> bool:
@@ -90,7 +92,7 @@ def _nice_width(span: float, max_bins: int) -> float:
     for k in (exponent, exponent + 1):
         for step in (1.0, 2.0, 2.5, 5.0, 10.0):
             width = step * 10.0 ** k
-            if width >= 0.5 and span / width <= max_bins + _EPS:
+            if width >= 0.5 and span / width <= max_bins + _BIN_EPSILON:
                 return width
     return span
 
@@ -99,11 +101,11 @@ def linear_histogram(values: list[float], top: float, max_bins: int) -> Histogra
     """Equal bins from 0 to ``top`` (a score's maximum). A value at ``top`` (full marks) falls in the
     last bin; values outside [0, top] (a manual grade above the maximum) in the nearest bin."""
     width = _nice_width(top, max_bins)
-    n = max(1, math.ceil(top / width - _EPS))
+    n = max(1, math.ceil(top / width - _BIN_EPSILON))
     edges = tuple(round(i * width, 6) for i in range(n + 1))
     counts = [0] * n
     for v in values:
-        counts[min(n - 1, max(0, int(math.floor(v / width + _EPS))))] += 1
+        counts[min(n - 1, max(0, int(math.floor(v / width + _BIN_EPSILON))))] += 1
     return Histogram(edges, tuple(counts))
 
 
@@ -265,7 +267,7 @@ def _totals(results: dict[str, dict], graded: list[str], csv_scores: dict[str, f
         own = results[student]["score"]
         if csv_scores is not None and student in csv_scores:
             totals[student] = csv_scores[student]
-            if abs(csv_scores[student] - own) > _EPS:
+            if abs(csv_scores[student] - own) > POINTS_EPSILON:
                 differ.append({"student": student, "csv": _num(csv_scores[student]), "results": _num(own)})
         else:
             totals[student] = own
@@ -426,7 +428,7 @@ def collect(course: Path, assignment: str = "week7", *, similar: bool = True) ->
         st = _stats(values)
         tasks.append({"task": task, "max": _num(top), "mean": st["mean"], "mean_text": f"{st['mean']:.1f}",
                       "median_text": _num(st["median"]),
-                      "full": sum(v >= top - _EPS for v in values), "zero": sum(v <= _EPS for v in values),
+                      "full": sum(v >= top - POINTS_EPSILON for v in values), "zero": sum(v <= POINTS_EPSILON for v in values),
                       "svg": svg_histogram(linear_histogram(values, top, TASK_BINS), plot=f"task-{task}",
                                            xlabel=f"{task} points (of {_num(top)})", width=300, height=160)})
 
@@ -447,7 +449,7 @@ def collect(course: Path, assignment: str = "week7", *, similar: bool = True) ->
                                      ("q1", "lower quartile"), ("q3", "upper quartile"),
                                      ("min", "lowest"), ("max", "highest"))],
         "mean_text": f"{stats['mean']:.1f}", "median_text": _num(stats["median"]),
-        "full_marks": sum(v >= max_total - _EPS for v in total_values),
+        "full_marks": sum(v >= max_total - POINTS_EPSILON for v in total_values),
         "totals_source": "grades.csv" if csv_scores is not None else "results.json",
         "csv_note": csv_note, "csv_differ": differ, "csv_missing": missing_from_csv,
         "totals_svg": svg_histogram(linear_histogram(total_values, max_total, TOTAL_BINS), plot="totals",

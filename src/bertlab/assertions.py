@@ -375,3 +375,48 @@ def index_problem(indices: torch.Tensor, expected_indices: torch.Tensor, cosines
                 f"(or any row with the same cosine up to round-off), got {int(indices[row, col])}, whose cosine "
                 f"is {float(got[row, col]):.6g}, not {float(wanted[row, col]):.6g}.")
     return ""
+
+
+# ---- tolerances: how far a correct answer may land from the exact one (both suites read these)
+
+#: CKA on well-conditioned inputs (n <= 64, column offsets a few times the spread; the public tests'):
+#: any correct float64 form (d x d or n x n Gram, a centering matrix, another summation order) lands
+#: well under 1e-12 from the exact value; these leave a wide margin and stay orders of magnitude below
+#: the smallest change a known mistake makes (float32 arithmetic included: about 1e-7).
+CKA_ATOL, CKA_RTOL = 1e-10, 1e-8
+#: CKA on any input the hidden suite uses, ill-conditioned ones included (column offset / spread 1e5):
+#: the least accurate correct float64 form, the textbook HSIC one with H = I - 11^T/n, loses about
+#: eps * (offset / spread)^2, 5e-8 there. float32 arithmetic misses it on those inputs.
+CKA_ILL_CONDITIONED_ATOL = 1e-6
+#: A correct float64 CKA on a range bound, a diagonal or the two halves of a symmetric matrix: a few
+#: ulps times the number of summed terms (below 1e-12). The formula written literally, with no clamp,
+#: may return 1.0000000000000002: round-off, not a mistake.
+CKA_ROUND_OFF = 1e-9
+
+
+def working_eps(dtype: torch.dtype) -> float:
+    """Machine epsilon of the coarsest precision a correct implementation may compute in for ``dtype``.
+
+    The docstring fixes the output dtype, not the working precision: half-precision input may be summed
+    in float32 or in its own dtype, and float64 input may be summed in float32 and cast back (the
+    lesson's "accumulate in float32" recipe); float32 is never required to be exceeded.
+    """
+    return max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps)
+
+
+def pooling_round_off(dtype: torch.dtype, longest: int, scale: float) -> tuple[float, float]:
+    """(atol, name_tol) for a masked mean of rows of at most ``longest`` real tokens, in ``dtype``,
+    whose entries' exact masked mean of absolute values is at most ``scale``.
+
+    atol: how far a correct masked mean may land from the exact (float64) mean. Summing n values with
+    unit round-off u = eps / 2 errs by about 0.3 * sqrt(n) * u * mean|x| per entry (a random walk; a
+    Python loop that accumulates float16 rounds at every token, torch's sum/einsum/bmm accumulate half
+    precision in float32 and round once), and the count, the division and the cast back add about one
+    rounding each. (4 + sqrt(n)) * eps * max mean|x| is over 5 standard deviations above that walk
+    (measured: a float16 loop over 300 tokens is off by at most 6 eps * mean|x|), while every known
+    mistake is off by a whole token's worth of value or more.
+    name_tol: the relative tolerance within which a result "is" a mistake's formula (the mistake's own
+    output carries the same round-off).
+    """
+    relative = (4 + math.sqrt(longest)) * working_eps(dtype)
+    return relative * scale, max(relative, 1e-4)

@@ -13,11 +13,11 @@ at 1e-9.
 
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch
 
+from bertlab.assertions import pooling_round_off  # the tolerances both suites share
 from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, first_line, generator,
                             name_pooling_mistake, tensor_result)
 from bertlab.mistakes import hint as mistake_hint
@@ -39,33 +39,11 @@ def make_batch(seed: int, B: int, T: int, D: int, lengths=None, dtype=torch.floa
     return hidden.to(dtype), mask
 
 
-def working_eps(dtype: torch.dtype) -> float:
-    """Machine epsilon of the coarsest precision a correct implementation may compute in for ``dtype``.
-
-    The docstring fixes the output dtype, not the working precision: half-precision input may be summed
-    in float32 or in its own dtype, and float64 input may be summed in float32 and cast back (the
-    lesson's "accumulate in float32" recipe); float32 is never required to be exceeded.
-    """
-    return max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps)
-
-
 def round_off(reference, hidden: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
-    """(atol, name_tol) for masked_mean_pool(hidden [B, T, D], mask [B, T]).
-
-    atol: how far a correct masked mean may land from the exact (float64) mean. Summing n values with
-    unit round-off u = eps / 2 errs by about 0.3 * sqrt(n) * u * mean|x| per entry (a random walk; a
-    Python loop that accumulates float16 rounds at every token, torch's sum/einsum/bmm accumulate half
-    precision in float32 and round once), and the count, the division and the cast back add about one
-    rounding each. (4 + sqrt(n)) * eps * max mean|x| is over 5 standard deviations above that walk
-    (measured: a float16 loop over 300 tokens is off by at most 6 eps * mean|x|), while every known
-    mistake is off by a whole token's worth of value or more.
-    name_tol: the relative tolerance within which a result "is" a mistake's formula (the mistake's own
-    output carries the same round-off).
-    """
+    """(atol, name_tol) for masked_mean_pool(hidden [B, T, D], mask [B, T]): bertlab.assertions.pooling_round_off."""
     longest = int((mask != 0).sum(dim=1).max()) if mask.numel() else 0
     scale = float(reference.pooling.masked_mean_pool(hidden.abs().double(), mask).max()) if hidden.numel() else 0.0
-    relative = (4 + math.sqrt(longest)) * working_eps(hidden.dtype)
-    return relative * scale, max(relative, 1e-4)
+    return pooling_round_off(hidden.dtype, longest, scale)
 
 
 def exact_mean(reference, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

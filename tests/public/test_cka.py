@@ -15,22 +15,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bertlab.assertions import CKA_ATOL, CKA_ROUND_OFF, CKA_RTOL  # the tolerances both suites share
 from bertlab.assertions import (check_close, check_shape, check_tensor, expect_value_error, name_mistake,
                             property_settings, tensor_result)
 
 pytestmark = pytest.mark.cka
 
-# Both sides compute in float64; only the order of operations may differ (the d x d or the n x n Gram
-# form, a centering matrix, another summation order). On these inputs (n <= 60, column offsets a few
-# times the spread) that changes a CKA by well under 1e-12; these tolerances leave a wide margin and
-# are still orders of magnitude below the smallest change any known mistake makes.
-ATOL, RTOL = 1e-10, 1e-8
-
-# Round-off a correct float64 CKA may carry on any value here (a range bound, 1.0 on a diagonal, the
-# two halves of a symmetric matrix): a few ulps times the number of terms summed, below 1e-13 for these
-# sizes. The formula written literally, with no clamp, gives 1.0000000000000002 for X against a
-# rotated copy of itself: that is round-off, not a mistake, so every such check allows ROUND_OFF.
-ROUND_OFF = 1e-9
+# Tolerances (bertlab/assertions.py says why): these inputs are well-conditioned.
+ATOL, RTOL, ROUND_OFF = CKA_ATOL, CKA_RTOL, CKA_ROUND_OFF
 
 
 # ---------------------------------------------------------------------------------------------

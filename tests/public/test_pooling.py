@@ -9,7 +9,6 @@ from the working precision (``round_off``): a correct implementation passes howe
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bertlab.assertions import pooling_round_off  # the tolerances both suites share
 from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, first_line, name_pooling_mistake,
                             property_settings)
 from bertlab.mistakes import hint as mistake_hint
@@ -51,23 +51,12 @@ def make_batch(seed: int, B: int, T: int, D: int, dtype=torch.float32, p_real: f
 
 
 def round_off(hidden: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
-    """(atol, name_tol) for masked_mean_pool(hidden [B, T, D], mask [B, T]).
-
-    atol: how far a correct masked mean may land from the exact (float64) mean. The docstring fixes the
-    output dtype, not the working precision: half precision may be summed in float32 or in its own dtype
-    (a Python loop rounds at every token; torch's sum/einsum/bmm accumulate half precision in float32 and
-    round once), float64 may be summed in float32 and cast back, so eps is that of the input dtype but
-    never finer than float32's. Summing n values errs by about 0.3 * sqrt(n) * (eps / 2) * mean|x| (a
-    random walk), and the count, the division and the cast add about one rounding each:
-    (4 + sqrt(n)) * eps * max mean|x| is over 5 standard deviations above that, while every known
-    mistake is off by a whole token's worth of value or more.
-    name_tol: the relative tolerance within which a result "is" a mistake's formula.
-    """
+    """(atol, name_tol) for masked_mean_pool(hidden [B, T, D], mask [B, T]): how far a correct masked mean
+    may land from the exact one, and how close a result must be to a mistake's formula to "be" that
+    mistake (bertlab.assertions.pooling_round_off explains the bound; the hidden suite uses the same)."""
     longest = int((mask != 0).sum(dim=1).max()) if mask.numel() else 0
     scale = float(loop_mean(hidden.abs(), mask).max()) if hidden.numel() else 0.0
-    eps = max(torch.finfo(hidden.dtype).eps, torch.finfo(torch.float32).eps)
-    relative = (4 + math.sqrt(longest)) * eps
-    return relative * scale, max(relative, 1e-4)
+    return pooling_round_off(hidden.dtype, longest, scale)
 
 
 FORMULA = "Compare with the docstring: pooled[b] = sum_t mask[b, t] * hidden[b, t] / sum_t mask[b, t]."

@@ -2,7 +2,7 @@
 
 Gradescope runs ``run_autograder`` (bertlab_grader/gradescope_autograder/) for every submission; it
 calls ``python -m bertlab_grader.export.gradescope.autograder run``, which grades the upload with the kit's own
-``runner.grade_one`` (the sandbox, the preflight, the hidden suites: exactly `bertlab grade-one`) and
+``grade_one.grade_one`` (the sandbox, the preflight, the hidden suites: exactly `bertlab grade-one`) and
 writes the kit's result in Gradescope's format (gradescope.schema.json, checked before writing).
 ``check`` is setup.sh's last step: the kit imports, and whether bubblewrap works in the image.
 
@@ -103,7 +103,7 @@ def _test_output(test: dict) -> str:
 
 
 def _score_lines(result: dict) -> list[str]:
-    from bertlab_grader.course.runner import task_scores
+    from bertlab_grader.course.results import task_scores
 
     per_task = task_scores(result)
     lines = [f"Score: {result['score']:g} / {result['max_score']:g} from the kit's hidden tests."]
@@ -335,7 +335,8 @@ def run(root: Path) -> int:
 
 def _grade(root: Path, settings: dict, upload: Upload, started: float) -> int:
     from bertlab_grader.core import locations as kit
-    from bertlab_grader.course import runner
+    from bertlab_grader.course import grade_one
+    from bertlab_grader.course.results import format_gradebook
     from bertlab_grader.course.submissions import read_submission_sources
 
     staged = stage(read_submission_sources(upload.folder), root)
@@ -350,8 +351,8 @@ def _grade(root: Path, settings: dict, upload: Upload, started: float) -> int:
                      "container (recorded as sandboxed: false).")
     else:
         print(f"Sandbox: {why}", flush=True)
-    result = runner.grade_one(staged, student=STUDENT, assignment=settings["assignment"], unsafe_no_sandbox=unsafe)
-    print(runner.format_gradebook({STUDENT: result}), flush=True)
+    result = grade_one.grade_one(staged, student=STUDENT, assignment=settings["assignment"], unsafe_no_sandbox=unsafe)
+    print(format_gradebook({STUDENT: result}), flush=True)
     for test in result["tests"]:
         if test["outcome"] != "passed":
             print(f"  [{test['outcome']}] {test['task']}/{test['name']}: {test['message'][:300]}", flush=True)

@@ -1,0 +1,65 @@
+"""`bertlab grade-one DIR`: one submission directory, graded in a fresh sandbox after a preflight
+in that same sandbox, nothing recorded in any course (the Gradescope autograder grades this way too)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bertlab_grader.core.failures import UsageError
+
+from bertlab_grader.course.pool import RunStopped, _check_sandbox, open_sandbox
+from bertlab_grader.course.results import format_gradebook
+
+
+def grade_one(submission: Path, student: str | None = None, assignment: str = "week7",
+              unsafe_no_sandbox: bool = False) -> dict:
+    """Grade one submission directory in a fresh sandbox, after a preflight in that same sandbox;
+    the results dict (with ``submission_digest`` and ``sandboxed``). Raises UsageError for a folder
+    that is not a submission, GraderFailure when the grader failed (nothing is graded then)."""
+    from bertlab_grader.course.nbgrader_course import Submission, read_submission_sources, submission_digest, valid_id
+    from bertlab_grader.grading.preflight import explain, run_preflight
+
+    submission = Path(submission).resolve()
+    if not submission.is_dir():
+        raise UsageError(f"{submission} is not a directory holding cka.py, pooling.py, siamese.py, retrieval.py")
+    student = student or submission.name
+    if not valid_id(student):
+        raise UsageError(f"{student!r} cannot be a student id; pass --student NAME")
+    sources = read_submission_sources(submission)
+    if not sources:
+        raise UsageError(f"{submission} holds none of cka.py, pooling.py, siamese.py, retrieval.py")
+    _check_sandbox(unsafe_no_sandbox)
+    sandbox = open_sandbox([str(submission.parent)], None, unsafe_no_sandbox)
+    try:
+        problem = run_preflight(sandbox, assignment)
+        if problem is not None:
+            raise RunStopped(explain(problem))
+        from bertlab_grader.grading.scoring import grade_sources  # (pytest: only in grader workers)
+
+        result = grade_sources(sandbox, sources, student, assignment)
+    finally:
+        sandbox.close()
+    result["submission_digest"] = submission_digest(Submission(student, submission))
+    from bertlab_grader.course.nbgrader_course import check_results_schema, validate_result
+
+    result = validate_result(result)
+    check_results_schema(result)
+    return result
+
+
+def grade_one_command(submission: Path, as_json: bool = False, student: str | None = None,
+                      unsafe_no_sandbox: bool = False) -> int:
+    """`bertlab grade-one`: print the result (or results.json with --json). Exit 0 graded, 1 grader
+    failure (nothing printed on stdout), 2 usage error."""
+    result = grade_one(submission, student, unsafe_no_sandbox=unsafe_no_sandbox)
+    if as_json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(format_gradebook({result["student"]: result}))
+        for test in result["tests"]:
+            if test["outcome"] != "passed":
+                print(f"  [{test['outcome']}] {test['task']}/{test['name']}: {test['message']}")
+        if not result.get("sandboxed", True):
+            print("NOTE: graded WITHOUT the sandbox (--unsafe-no-sandbox); results.json records it.")
+    return 0

@@ -1,0 +1,179 @@
+"""results.json: building, validating against results.schema.json, writing and reading one
+submission's results dict (docs/results-format.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from bertlab.fileio import atomic_write_text
+from bertlab.tasks import GRADED_TASKS
+
+from bertlab_grader.core.locations import RESULTS_SCHEMA
+
+from bertlab_grader.course.config import (
+    CourseError, OUTCOMES, _check_max_points, _check_name, _ordered_tasks, course_db_url)
+from bertlab_grader.core.points import POINTS_EPSILON
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------------
+# results
+
+
+def error_result(student: str, assignment: str, message: str, max_points: Mapping[str, float]) -> dict:
+    """A valid zero-score results dict for a submission that could not be graded at all: one ``error``
+    entry per task, each carrying ``message``."""
+    points = _check_max_points(max_points)
+    tests = [{"name": f"{task}: submission not graded", "task": task, "outcome": "error",
+              "points": 0.0, "max_points": p, "message": message} for task, p in points.items()]
+    return {"student": student, "assignment": assignment, "score": 0.0,
+            "max_score": float(sum(points.values())), "tests": tests}
+
+
+def validate_result(result: Mapping) -> dict:
+    """Check a results dict against docs/results-format.md; return a clean copy (floats, known keys, ``score`` = the sum
+    of the tests' points). Raises ValueError for an unknown task or outcome, points outside
+    [0, max_points], or a student / assignment that cannot be an nbgrader id."""
+    if not isinstance(result, Mapping):
+        raise ValueError("a result must be a dict")
+    for key in ("student", "assignment", "tests"):
+        if key not in result:
+            raise ValueError(f"result has no {key!r}")
+    student = _check_name("student", result["student"])
+    assignment = _check_name("assignment", result["assignment"])
+    tests = []
+    for i, t in enumerate(result["tests"]):
+        where = f"test {i} ({t.get('name', '?')!r})" if isinstance(t, Mapping) else f"test {i}"
+        if not isinstance(t, Mapping):
+            raise ValueError(f"{where} is not a dict")
+        if t.get("task") not in GRADED_TASKS:
+            raise ValueError(f"{where}: task {t.get('task')!r} is not one of {', '.join(GRADED_TASKS)}")
+        if t.get("outcome") not in OUTCOMES:
+            raise ValueError(f"{where}: outcome {t.get('outcome')!r} is not one of {', '.join(OUTCOMES)}")
+        pts, mx = float(t.get("points", 0.0)), float(t.get("max_points", 0.0))
+        if not (math.isfinite(pts) and math.isfinite(mx) and 0 <= pts <= mx + POINTS_EPSILON):
+            raise ValueError(f"{where}: points {pts} must lie in [0, max_points={mx}]")
+        clean = {"name": str(t.get("name", "")), "task": t["task"], "outcome": t["outcome"],
+                 "points": pts, "max_points": mx, "message": str(t.get("message") or "")}
+        if t.get("hint"):
+            clean["hint"] = str(t["hint"])
+        if t.get("ratio") is not None:
+            ratio = float(t["ratio"])
+            if not (math.isfinite(ratio) and ratio > 0):
+                raise ValueError(f"{where}: ratio {ratio} must be a positive number")
+            clean["ratio"] = ratio
+        tests.append(clean)
+    score = sum(t["points"] for t in tests)
+    max_score = sum(t["max_points"] for t in tests)
+    if "score" in result and abs(float(result["score"]) - score) > POINTS_EPSILON:
+        # the gradebook sums the tests' points per task; results.json must say the same
+        log.warning("%s/%s: score %s is not the sum of its tests' points; recording %s",
+                    student, assignment, result["score"], score)
+    out = {"student": student, "assignment": assignment, "score": float(score),
+           "max_score": float(result.get("max_score", max_score)), "tests": tests}
+    if result.get("submission_digest") is not None:
+        if not isinstance(result["submission_digest"], str):
+            raise ValueError("submission_digest must be a string")
+        out["submission_digest"] = result["submission_digest"]
+    if result.get("sandboxed") is not None:
+        if not isinstance(result["sandboxed"], bool):
+            raise ValueError("sandboxed must be true or false")
+        out["sandboxed"] = result["sandboxed"]
+    return out
+
+
+def autograded_dir(course_dir: str | os.PathLike, student: str, assignment: str) -> Path:
+    return Path(course_dir) / "autograded" / student / assignment
+
+
+_SCHEMA_VALIDATOR = None
+
+
+def check_results_schema(result: Mapping) -> None:
+    """Raise ValueError unless ``result`` is a results.json document as ``results.schema.json`` (the
+    published format, docs/results-format.md) describes it. Every results.json the kit writes, and
+    every document ``grade-one --json`` prints, passes through here."""
+    global _SCHEMA_VALIDATOR
+    import jsonschema
+
+    if _SCHEMA_VALIDATOR is None:
+        _SCHEMA_VALIDATOR = jsonschema.Draft202012Validator(json.loads(RESULTS_SCHEMA.read_text(encoding="utf-8")))
+    errors = sorted(_SCHEMA_VALIDATOR.iter_errors(result), key=lambda e: list(e.path))
+    if errors:
+        first = errors[0]
+        where = "/".join(map(str, first.path)) or "(top level)"
+        raise ValueError(f"results document does not match results.schema.json at {where}: {first.message}")
+
+
+def write_results_json(course_dir: str | os.PathLike, result: Mapping) -> Path:
+    """Write ``autograded/<student>/<assignment>/results.json`` atomically; return its path."""
+    result = validate_result(result)
+    check_results_schema(result)
+    path = autograded_dir(course_dir, result["student"], result["assignment"]) / "results.json"
+    atomic_write_text(path, json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+def load_results(course_dir: str | os.PathLike, assignment: str) -> dict[str, dict]:
+    """The results already written for ``assignment``: ``{student: result}``. A missing, unreadable or
+    inconsistent results.json is skipped (that student is graded again)."""
+    root = Path(course_dir) / "autograded"
+    out: dict[str, dict] = {}
+    if not root.is_dir():
+        return out
+    for student_dir in sorted(root.iterdir()):
+        path = student_dir / assignment / "results.json"
+        if not path.is_file():
+            continue
+        try:
+            result = validate_result(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring %s: %s", path, exc)
+            continue
+        if result["student"] != student_dir.name or result["assignment"] != assignment:
+            log.warning("ignoring %s: it is for %s/%s", path, result["student"], result["assignment"])
+            continue
+        out[student_dir.name] = result
+    return out
+
+
+def course_max_points(course_dir: str | os.PathLike, assignment: str = "week7",
+                      db_url: str | None = None) -> dict[str, float]:
+    """task -> points of ``assignment`` as the gradebook holds them (what :func:`error_result` needs)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(course_db_url(course_dir, db_url)) as gb:
+        try:
+            cells = {c.name: c.max_score for c in gb.find_notebook(assignment, assignment).grade_cells}
+        except MissingEntry:
+            raise CourseError(f"the gradebook has no assignment {assignment!r}: run init_course first") from None
+    return {t: cells[t] for t in _ordered_tasks(cells)}
+
+
+def task_scores(result: dict) -> dict[str, tuple[float, float]]:
+    """task -> (points, max points) of one results dict."""
+    scores: dict[str, list[float]] = {}
+    for test in result["tests"]:
+        entry = scores.setdefault(test["task"], [0.0, 0.0])
+        entry[0] += test["points"]
+        entry[1] += test["max_points"]
+    return {t: tuple(v) for t, v in scores.items()}
+
+
+def format_gradebook(results: dict[str, dict]) -> str:
+    """A plain-text table: one row per student, one column per task, and the total."""
+    header = f"{'student':<16}" + "".join(f"{t:>13}" for t in GRADED_TASKS) + f"{'total':>15}"
+    lines = [header, "-" * len(header)]
+    for student in sorted(results):
+        result = results[student]
+        per_task = task_scores(result)
+        cells = "".join(f"{'%g/%g' % per_task[t] if t in per_task else '-':>13}" for t in GRADED_TASKS)
+        lines.append(f"{student:<16}{cells}{'%g/%g' % (result['score'], result['max_score']):>15}")
+    return "\n".join(lines)

@@ -1,0 +1,34 @@
+"""`bertlab check`: run the public tests against the student's exercises/ and say what to do next.
+
+The tests (``bertlab/public_tests/``, installed with the package) run in a child process
+(``python -m pytest <public_tests> -m <tasks> --impl <exercises folder>``, from the workspace), so a
+student module that crashes, hangs or calls ``exit()`` cannot take the checker down with it. The
+package's events.py is the pytest plugin of that child (``-p bertlab.check.events``): when BERTLAB_CHECK_REPORT names
+a file, the plugin appends one JSON line per event to it (tests collected, test started, test result,
+collection error, session finished); the parent reads the file as it grows to show progress, then
+prints one row per task (passed/total and a status), the first failure of each unfinished task in
+full with a hint, the learner's recorded progress, and the next task to work on.
+
+Statuses: ``passed`` (every test passed), ``not started`` (nothing passed and every failure is a stub
+still raising NotImplementedError: the plugin records the task and function a stub's NotImplementedYet
+carries, so the hint names them), ``failed`` (anything else), ``not run`` (an earlier test ended the
+run before this task's tests), ``no tests`` (none collected). Progress records the first three.
+
+Output is rich when stdout is a terminal, plain text otherwise (or when NO_COLOR is set), so a CI log
+or a pasted report stays readable. Exit status: 0 only when every selected task passed.
+"""
+
+# The command lives in a package of one job per module (events.py: the child's plugin; run.py: the
+# parent that runs and follows it; hints.py; display.py; command.py). This door re-exports them.
+from bertlab.check.events import (  # noqa: F401
+    CODE_ENV, DEFAULT_TEST_TIMEOUT, PUBLIC_TESTS, PUBLIC_TESTS_CONFIG, REPORT_ENV, TIMEOUT_ENV,
+    _EventWriter, _failure_message, _stub_fields, _student_location, _task_of, pytest_configure)
+from bertlab.check.run import (  # noqa: F401
+    FAILED, NO_TESTS, NOT_RUN, NOT_STARTED, PASSED, CheckRun, TaskReport, TestResult, _Follower,
+    _exit_status, _kill, _read_new_lines, _settle, child_command, run_public_tests, summarise_events)
+from bertlab.check.hints import (  # noqa: F401
+    _IMPORT_ERROR, _MESSAGE_MISTAKES, _TASK_IDEA, concept_page, hint_for, next_step, next_task)
+from bertlab.check.display import (  # noqa: F401
+    PlainDisplay, RichDisplay, _MARK, _indent, _mark, _use_rich, failure_details)
+from bertlab.check.command import (  # noqa: F401
+    run_check)
