@@ -58,7 +58,9 @@ def test_demo_gradebook_and_feedback(demo):
         assert float(rows[student]["score"]) == pytest.approx(result["score"])
         page = (course / "feedback" / student / "week7" / "week7.html").read_text()
         assert result["tests"][0]["name"] in page
-    hidden_lines = [line.strip() for path in (KIT_ROOT / "src" / "bertlab_grader" / "suites").glob("test_*.py")
+    from bertlab_grader.core.locations import SUITES_DIR
+
+    hidden_lines = [line.strip() for path in SUITES_DIR.glob("test_*.py")
                     for line in path.read_text().splitlines() if len(line.strip()) > 40]
     assert hidden_lines, "found no hidden test source to look for"
     feedback = "\n".join(p.read_text() for p in course.glob("feedback/*/week7/*"))

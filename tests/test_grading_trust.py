@@ -278,17 +278,19 @@ def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
 @needs_bwrap
 def test_preflight_stops_the_run_when_the_reference_fails(tmp_path):
     """A kit whose reference solution raises grades nobody: the preflight names the failing test."""
-    kit = tmp_path / "kit copy"
-    for part in ("src/bertlab", "grader", "exercises", "tests"):
-        shutil.copytree(KIT_ROOT / part, kit / part, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(KIT_ROOT / "pyproject.toml", kit / "pyproject.toml")
-    cka = kit / "src" / "bertlab_grader" / "reference" / "cka.py"
+    from venvs import copy_kit_sources, install_source, make_venv, this_site_packages
+
+    # A copy of the kit, installed editable into a virtualenv of its own, as a kit developer works.
+    kit = copy_kit_sources(tmp_path / "kit copy")
+    cka = kit / "solutions" / "cka.py"
     cka.write_text(cka.read_text().replace("def linear_cka(X, Y", "def _linear_cka(X, Y", 1)
                    + "\n\ndef linear_cka(X, Y, *args, **kwargs):\n    raise RuntimeError('broken reference')\n")
+    venv_bin = make_venv(tmp_path / "venv", this_site_packages())
+    install_source(venv_bin, kit, editable=True)
     course = tmp_path / "course"
     _submit(course, "s1", STUBS)
-    env = {**os.environ, "PYTHONPATH": str(kit / "src")}
-    proc = _bertlab("grade", str(course), "--workers", "1", env=env, cwd=kit)
+    proc = subprocess.run([venv_bin / "bertlab", "grade", str(course), "--workers", "1"], capture_output=True,
+                          text=True, cwd=kit, timeout=900)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = proc.stdout + proc.stderr
     assert "Preflight failed" in out and "no student was graded" in out, out

@@ -148,16 +148,18 @@ def test_always_equal_objects_stay_handles(sb):
 
 
 def test_cannot_read_solutions_hidden_tests_or_the_graders_memory(sb):
-    grader = KIT / "src" / "bertlab_grader"
-    targets = [str(grader / "reference" / "*.py"), str(grader / "suites" / "**" / "*.py"),
-               str(KIT / "tests" / "**" / "*.py"), str(grader / "*.py"),
+    grader, inside = KIT / "grader", Path("/tmp/.bertlab-kit/bertlab_sandbox")
+    targets = [str(KIT / "solutions" / "*.py"), str(KIT / "tests" / "hidden" / "**" / "*.py"),
+               str(KIT / "tests" / "**" / "*.py"), str(grader / "**" / "*.py"), str(inside / "*.py"),
                str(KIT / ".git" / "config"), "/root/**", "/home/*", "/etc/shadow"]
     with sb.session(sources("snoop")) as impl:
         found = impl.cka.read_all(targets)
         secrets = impl.cka.parent_secrets()
         output = impl.output()
     readable = {p: v for p, v in found.items() if not v.startswith(("ERR:", "DIR:"))}
-    assert set(readable) <= {str(grader / "__init__.py"), str(grader / "rpc.py")}, readable
+    # Only the sandboxed server's own folder is readable (mounted alone, read-only): no solution, no test.
+    shown = {str(inside / p.name) for p in (grader / "sandbox" / "inside").glob("*.py")}
+    assert set(readable) <= shown, set(readable) - shown
     assert "### BEGIN SOLUTION" not in output and "def test_" not in output
     assert secrets["mem"].startswith("ERR") and secrets["environ"].startswith("ERR")
     assert secrets["fd"].startswith("ERR") and secrets["uid"] == 65534
@@ -172,7 +174,8 @@ def test_cannot_write_outside_its_scratch_space(sb, tmp_path_factory):
     gradebook = Path(os.environ.get("HOME", "/root")) / f".bertlab-redteam-gradebook-{os.getpid()}.db"
     gradebook.write_text("alice,50\n")
     try:
-        targets = [str(gradebook), str(KIT / "src" / "bertlab_grader" / "rpc.py"),
+        targets = [str(gradebook), str(KIT / "grader" / "sandbox" / "inside" / "rpc.py"),
+                   "/tmp/.bertlab-kit/bertlab_sandbox/rpc.py",
                    str(KIT / "src" / "bertlab" / "__init__.py"),
                    "/var/tmp/redteam", "/etc/redteam", "/usr/lib/redteam", "/dev/shm/redteam"]
         with sb.session(sources("writer")) as impl:

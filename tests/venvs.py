@@ -100,16 +100,29 @@ def machine_deps(where: Path) -> Path:
     return shelf
 
 
-def install_kit(base: Path, deps: Path) -> tuple[Path, Path]:
-    """(venv bin/, wheel): the kit built from a copy of its source files, installed non-editable."""
-    source = base / "source"
-    source.mkdir()
-    for name in SOURCE_FILES:  # a copy: building in place would leave build/ and egg-info in the checkout
+def copy_kit_sources(source: Path) -> Path:
+    """A copy of what building the kit reads (its checkout minus tests, tools, benchmarks) at ``source``:
+    a copy, since building in place would leave build/ and egg-info in the checkout."""
+    source.mkdir(parents=True, exist_ok=True)
+    for name in SOURCE_FILES:
         path = KIT_ROOT / name
         if path.is_dir():
             shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             shutil.copy2(path, source / name)
+    return source
+
+
+def install_source(venv_bin: Path, source: Path, editable: bool) -> None:
+    """``pip install [-e] source`` into the venv (no dependencies: the venv borrows them), as a user
+    installs a checkout; this interpreter's pip and build backend, aimed at the venv."""
+    ok(run([sys.executable, "-m", "pip", "--python", venv_bin / "python", "install", "--no-deps",
+            "--no-build-isolation", *(["-e"] if editable else []), source], cwd=source.parent))
+
+
+def install_kit(base: Path, deps: Path) -> tuple[Path, Path]:
+    """(venv bin/, wheel): the kit built from a copy of its source files, installed non-editable."""
+    source = copy_kit_sources(base / "source")
     (base / "wheels").mkdir()
     wheel = build_wheel(source, base / "wheels")
     venv_bin = make_venv(base / "venv", deps)
