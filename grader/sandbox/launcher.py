@@ -222,12 +222,12 @@ class Sandbox:
     def scrub(self, text: str) -> str:
         """``text`` (something the submission's process wrote) without the folders of the kit and
         of the Python install: they are the same paths inside the sandbox and out."""
-        from bertlab_grader.sandbox.inside import server  # (its helpers only: importing it starts nothing)
+        from bertlab_grader.sandbox.inside import reports  # (no torch: what the student may read of an error)
 
         if self._prefixes is None:
-            self._prefixes = server.path_prefixes([str(self.kit_root), str(SANDBOX_INSIDE_DIR),
+            self._prefixes = reports.path_prefixes([str(self.kit_root), str(SANDBOX_INSIDE_DIR),
                                                    *self._kit_parts()[1]])
-        return server.scrub_paths(text, self._prefixes)
+        return reports.scrub_paths(text, self._prefixes)
 
     def _check_mounts(self) -> None:
         """Start the server with this very set of mounts, as the uid it will run as, and have it find

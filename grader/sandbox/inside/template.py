@@ -1,0 +1,229 @@
+"""The template side: the warm process that forks one child per job, then kills what the job left
+and wipes the scratch space, so nothing one student leaves behind reaches the next."""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+
+from .confine import _libc
+from .reports import short_traceback
+from .child import child_main
+
+
+
+class Template:
+    """The warm parent: forks a child per job and cleans up after it."""
+
+    def __init__(self, ctrl_sock: socket.socket, isolated: bool, scratch: str):
+        from .rpc import Channel
+
+        self.ctrl = Channel(ctrl_sock)
+        self.isolated = isolated
+        self.scratch = scratch
+        self.job = None          # (job id, child pid, job dir)
+        self.reported: set[int] = set()
+        self._wake_r, wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self._template_fds = {self._wake_r, wake_w, ctrl_sock.fileno()}
+
+    def serve(self, ready: dict) -> None:
+        self.ctrl.send(ready)
+        while True:
+            readable, _, _ = select.select([self.ctrl, self._wake_r], [], [], 1.0)
+            if self._wake_r in readable:
+                try:
+                    while os.read(self._wake_r, 4096):
+                        pass
+                except BlockingIOError:
+                    pass
+            self.reap()
+            if self.ctrl in readable:
+                try:
+                    msg, _ = self.ctrl.recv()
+                except Exception:
+                    self.end_job()
+                    return  # the trusted side is gone or confused: exit, it will start a fresh one
+                op = msg.get("op")
+                if op == "start":
+                    self.start_job(msg)
+                elif op == "end":
+                    self.end_job()
+                    self.ctrl.send({"op": "ended", "job": msg.get("job")})
+                elif op == "ping":
+                    self.ctrl.send({"op": "pong"})
+                elif op == "exit":
+                    self.end_job()
+                    return
+
+    def start_job(self, msg: dict) -> None:
+        _, fds, _, _ = socket.recv_fds(self.ctrl.sock, 1, 2)
+        self.end_job()
+        job_dir = self._new_job_dir()
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                child_main(msg, fds[0], fds[1], job_dir)
+                code = 0
+            except BaseException as exc:
+                try:  # fd 2 is the student's output by now: file names only
+                    sys.stderr.write(short_traceback(exc))
+                    sys.stderr.flush()
+                except BaseException:
+                    pass
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        self.job = (msg.get("job"), pid, job_dir)
+        self.ctrl.send({"op": "started", "job": msg.get("job"), "pid": pid})
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if self.job and pid == self.job[1] and self.job[0] not in self.reported:
+                self.reported.add(self.job[0])
+                self.ctrl.send({"op": "exited", "job": self.job[0],
+                                "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                                "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None})
+
+    def end_job(self) -> None:
+        """Kill the child and everything it started; wipe the scratch space."""
+        if self.job is None:
+            return
+        _, pid, job_dir = self.job
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the child's session (it made itself a leader)
+        except OSError:
+            pass
+        kill_everything_else(self.isolated)
+        self.reap()
+        self.job = None
+        if self.isolated:
+            _wipe(self.scratch)
+            _remove_sysv_ipc()
+        else:
+            shutil.rmtree(job_dir, ignore_errors=True)
+
+    def _new_job_dir(self) -> str:
+        if self.isolated:
+            path = os.path.join(self.scratch, "job")
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            return path
+        return tempfile.mkdtemp(prefix="bertlab-job-", dir=self.scratch)
+
+
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, state) for every process visible in /proc."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        table[int(entry)] = (int(fields[1]), fields[0])
+    return table
+
+
+def kill_everything_else(isolated: bool, rounds: int = 200) -> None:
+    """SIGKILL every process but ourselves (and the namespace's init), until none is left.
+
+    In the sandbox's own pid namespace that is everything we can signal: ``kill(-1)`` reaches them in
+    one call, so a fork bomb cannot outrun it. Without a namespace we are a child subreaper, so every
+    process a job started is still our descendant: kill that tree.
+    """
+    me = os.getpid()
+    for _ in range(rounds):
+        table = _proc_table()
+        if isolated:
+            victims = [p for p, (_, state) in table.items() if p not in (1, me) and state != "Z"]
+            if victims:
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except OSError:
+                    pass
+        else:
+            children: dict[int, list[int]] = {}
+            for pid, (ppid, _) in table.items():
+                children.setdefault(ppid, []).append(pid)
+            victims, stack = [], list(children.get(me, ()))
+            while stack:
+                pid = stack.pop()
+                if table[pid][1] != "Z":
+                    victims.append(pid)
+                stack.extend(children.get(pid, ()))
+            for pid in victims:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        _reap_all()
+        if not victims:
+            return
+        time.sleep(0.005)
+
+
+def _reap_all() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _remove_sysv_ipc() -> None:
+    """Delete the System V shared memory, queues and semaphores a job left in our IPC namespace
+    (a channel between two students otherwise: it outlives the processes that made it)."""
+    _IPC_RMID = 0
+    for kind, remove in (("shm", lambda i: _libc.shmctl(i, _IPC_RMID, None)),
+                         ("msg", lambda i: _libc.msgctl(i, _IPC_RMID, None)),
+                         ("sem", lambda i: _libc.semctl(i, 0, _IPC_RMID))):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                ids = [int(line.split()[1]) for line in f.readlines()[1:] if line.split()]
+        except (OSError, ValueError, IndexError):
+            continue
+        for ipc_id in ids:
+            remove(ipc_id)
+
+
+def _wipe(directory: str) -> None:
+    """Empty ``directory`` (the sandbox's private /tmp), whatever modes the job left behind."""
+    def fix_and_retry(func, path, _exc):
+        try:
+            os.chmod(os.path.dirname(path) or path, 0o700)
+            os.chmod(path, 0o700)
+            func(path)
+        except OSError:
+            pass
+
+    for entry in os.listdir(directory):
+        path = os.path.join(directory, entry)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, onerror=fix_and_retry)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
