@@ -38,13 +38,13 @@ graded because of the grader; 2 a usage or course-layout error (nothing was chan
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertlab.fileio import atomic_write_text
 from bertlab_grader.core.failures import GraderFailure, UsageError
 
 from bertlab_grader.course.pool import (  # noqa: F401  (the run's engine; tests stand in for parts)
@@ -137,37 +137,16 @@ def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
         "stopped": summary.stopped,
     }
     path = last_run_path(course, assignment)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(document, indent=1) + "\n")
     return path
 
 
 def check_course(course: Path, assignment: str, db_url: str | None):
-    """Everything that can be checked before anything is written: the course folder, the assignment
-    name, submitted/, the gradebook. Raises UsageError (one line) and changes nothing."""
-    from bertlab_grader.course import nbgrader_course as nbcourse
+    """Everything that can be checked before anything is written (course/preconditions.py): raises
+    UsageError (one line) and changes nothing."""
+    from bertlab_grader.course.preconditions import check_course_for_grading
 
-    if not course.is_dir():
-        raise UsageError(f"no course folder at {course}. Give the nbgrader course folder that holds "
-                         "submitted/<student>/<assignment>/ (or run `bertlab demo --keep DIR` to see one).")
-    submitted = course / "submitted"
-    if not submitted.is_dir():
-        raise UsageError(f"{course} has no submitted/ folder. Put each student's files in "
-                         f"{submitted}/<student>/{assignment}/ (or run `bertlab demo --keep DIR` to see a course).")
-    if not any(not p.name.startswith(".") for p in submitted.iterdir()):
-        raise UsageError(f"{submitted} is empty: there is nothing to grade. Each student's files go in "
-                         f"{submitted}/<student>/{assignment}/.")
-    known = nbcourse.known_assignments(course, db_url)
-    if assignment not in known:
-        listed = ", ".join(sorted(known)) if known else "none"
-        raise UsageError(f"unknown assignment {assignment!r}: this course knows {listed}. "
-                         "Pass one of them with --assignment (nothing was changed).")
-    try:
-        nbcourse.check_gradebook(course, db_url)
-    except nbcourse.CourseError as exc:
-        raise UsageError(str(exc)) from None
+    check_course_for_grading(course, assignment, db_url)
 
 
 def grade_course(course: Path, assignment: str = "week7", workers: int | None = None,

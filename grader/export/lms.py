@@ -83,20 +83,10 @@ class CourseGrades:
 
 
 def _check_course(course: Path, assignment: str, db_url: str | None) -> None:
-    from bertlab_grader.course.nbgrader_course import gradebook_assignments
+    from bertlab_grader.course.preconditions import require_course_folder, require_graded_assignment
 
-    if not course.is_dir():
-        raise UsageError(f"no course folder at {course}. Give the nbgrader course folder that "
-                         "`bertlab grade` graded.")
-    try:
-        known = gradebook_assignments(course, db_url)
-    except Exception as exc:  # noqa: BLE001 - a broken config or an unreachable server: one line
-        raise UsageError(f"cannot read the gradebook of {course}: {type(exc).__name__}: {exc}") from None
-    if assignment not in known:
-        held = ", ".join(sorted(known)) if known else "no assignment yet"
-        raise UsageError(f"the gradebook of {course} has no assignment {assignment!r} (it holds {held}). "
-                         f"Pass the graded one with --assignment, or grade it first: "
-                         f"`bertlab grade {course} --assignment {assignment}`. Nothing was written.")
+    require_course_folder(course, assignment, what="the nbgrader course folder that `bertlab grade` graded")
+    require_graded_assignment(course, assignment, db_url)
 
 
 def _read_gradebook(course: Path, assignment: str, db_url: str | None):

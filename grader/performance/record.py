@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
+from bertlab.fileio import atomic_write_text
+
 from bertlab_grader.core.digest import sources_digest
 
 FORMAT = 1
@@ -124,10 +126,7 @@ class TimingRecord:
         submissions.setdefault(self.submission, {})[name] = {
             "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "timing": timing}
         data = {"format": FORMAT, "protocol": self.protocol, "submissions": submissions}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")  # under the lock: one writer at a time
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, self.path)
+        atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))  # (under the lock)
 
 
 _current: Optional[TimingRecord] = None

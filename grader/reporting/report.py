@@ -390,15 +390,12 @@ def _similar(course: Path, assignment: str, enabled: bool) -> dict:
 def collect(course: Path, assignment: str = "week7", *, similar: bool = True) -> dict:
     """Everything the page shows, read from the course (the template's context)."""
     from bertlab_grader.course.nbgrader_course import load_results
-    from bertlab_grader.course.submissions import valid_id
+    from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder
 
     course = Path(course)
-    if not course.is_dir():
-        raise UsageError(f"no course folder at {course}. Give the nbgrader course folder that `bertlab grade` "
-                         "graded (it holds autograded/<student>/<assignment>/results.json).")
-    if not valid_id(assignment):
-        raise UsageError(f"{assignment!r} cannot be an assignment id (no '/', '\\', '*', '?', '[', ']', "
-                         "control characters, leading '.' or surrounding spaces)")
+    require_course_folder(course, assignment, what="the nbgrader course folder that `bertlab grade` graded "
+                                                   "(it holds autograded/<student>/<assignment>/results.json)")
+    require_assignment_name(assignment)
     results = load_results(course, assignment)
     if not results:
         others = [a for a in _assignments_graded(course) if a != assignment]

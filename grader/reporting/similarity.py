@@ -361,19 +361,13 @@ def rank_task(task: str, prints: dict[str, Fingerprint], top: int, exhaustive: b
 
 
 def _check_course(course: Path, assignment: str, top: int) -> None:
-    from bertlab_grader.course.submissions import valid_id
+    from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder, require_submissions
 
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UsageError(f"--top must be a whole number of pairs, 1 or more (got {top!r}).")
-    if not valid_id(assignment):
-        raise UsageError(f"{assignment!r} cannot be an assignment name; pass the one the students handed in "
-                         "with --assignment (e.g. week7).")
-    if not course.is_dir():
-        raise UsageError(f"no course folder at {course}. Give the nbgrader course folder that holds "
-                         f"submitted/<student>/{assignment}/ (or run `bertlab demo --keep DIR` to see one).")
-    if not (course / "submitted").is_dir():
-        raise UsageError(f"{course} has no submitted/ folder, so there is nothing to compare. Each student's "
-                         f"files go in {course / 'submitted'}/<student>/{assignment}/.")
+    require_assignment_name(assignment)
+    require_course_folder(course, assignment)
+    require_submissions(course, assignment, purpose="to compare")
 
 
 def _read_cohort(course: Path, assignment: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:

@@ -1,0 +1,79 @@
+"""Is this course usable for what a command is about to do? One definition of each check.
+
+Every command that reads or grades a course (``bertlab grade``, ``doctor``, ``report``, ``similar``,
+``export``) composes the checks it needs from these, before anything is written. Each raises
+UsageError with one line: what is wrong, then what to do (exit 2, nothing changed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bertlab_grader.core.failures import UsageError
+
+SEE_A_COURSE = "(or run `bertlab demo --keep DIR` to see one)"
+
+
+def require_assignment_name(assignment: str) -> None:
+    """``assignment`` can name an nbgrader assignment (letters, digits, ``_``, ``-``, ``.``)."""
+    from bertlab_grader.course.submissions import valid_id
+
+    if not valid_id(assignment):
+        raise UsageError(f"{assignment!r} cannot be an assignment name; pass the one the students handed in "
+                         "with --assignment (e.g. week7).")
+
+
+def require_course_folder(course: Path, assignment: str, what: str = "") -> None:
+    """``course`` is a folder; ``what`` says which course is meant (default: the one students hand in to)."""
+    if not course.is_dir():
+        what = what or f"the nbgrader course folder that holds submitted/<student>/{assignment}/ {SEE_A_COURSE}"
+        raise UsageError(f"no course folder at {course}. Give {what}.")
+
+
+def require_submissions(course: Path, assignment: str, purpose: str = "to grade") -> None:
+    """``course/submitted/`` exists and holds something."""
+    submitted = course / "submitted"
+    if not submitted.is_dir():
+        raise UsageError(f"{course} has no submitted/ folder, so there is nothing {purpose}. Put each "
+                         f"student's files in {submitted}/<student>/{assignment}/ {SEE_A_COURSE}.")
+    if not any(not p.name.startswith(".") for p in submitted.iterdir()):
+        raise UsageError(f"{submitted} is empty: there is nothing {purpose}. Each student's files go in "
+                         f"{submitted}/<student>/{assignment}/.")
+
+
+def require_known_assignment(course: Path, assignment: str, db_url: str | None) -> None:
+    """The course knows ``assignment`` (its source notebook or its gradebook), and the gradebook opens."""
+    from bertlab_grader.course import nbgrader_course as nbcourse
+
+    known = nbcourse.known_assignments(course, db_url)
+    if assignment not in known:
+        listed = ", ".join(sorted(known)) if known else "none"
+        raise UsageError(f"unknown assignment {assignment!r}: this course knows {listed}. "
+                         "Pass one of them with --assignment (nothing was changed).")
+    try:
+        nbcourse.check_gradebook(course, db_url)
+    except nbcourse.CourseError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def require_graded_assignment(course: Path, assignment: str, db_url: str | None) -> None:
+    """The gradebook can be read and holds ``assignment`` (something was graded there)."""
+    from bertlab_grader.course.nbgrader_course import gradebook_assignments
+
+    try:
+        known = gradebook_assignments(course, db_url)
+    except Exception as exc:  # noqa: BLE001 - a broken config or an unreachable server: one line
+        raise UsageError(f"cannot read the gradebook of {course}: {type(exc).__name__}: {exc}") from None
+    if assignment not in known:
+        held = ", ".join(sorted(known)) if known else "no assignment yet"
+        raise UsageError(f"the gradebook of {course} has no assignment {assignment!r} (it holds {held}). "
+                         f"Pass the graded one with --assignment, or grade it first: "
+                         f"`bertlab grade {course} --assignment {assignment}`. Nothing was written.")
+
+
+def check_course_for_grading(course: Path, assignment: str, db_url: str | None) -> None:
+    """What `bertlab grade` (and `bertlab doctor COURSE`) needs: the folder, submissions, the
+    assignment, a gradebook that opens."""
+    require_course_folder(course, assignment)
+    require_submissions(course, assignment)
+    require_known_assignment(course, assignment, db_url)
