@@ -75,6 +75,17 @@ def first_line(exc: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def call_on_valid_input(call, what: str, why_valid: str, advice: str):
+    """``call()`` on an input the docstring allows; a ValueError there is a wrong answer, said as such:
+    "<what> raised ValueError (<its message>), but <why_valid>. <advice>"."""
+    try:
+        return call()
+    except ValueError as exc:
+        raised = first_line(exc)
+    # Failed outside the except block, so the student's exception is not chained onto the message.
+    fail(f"{what} raised ValueError ({raised}), but {why_valid}. {advice}")
+
+
 # ---------------------------------------------------------------------------------------------
 # A stub not implemented yet; exceptions that are not a wrong answer
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from bertlab.assertions import pooling_round_off  # the tolerances both suites share
-from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, first_line, generator,
+from bertlab.assertions import call_on_valid_input
+from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, generator,
                             name_pooling_mistake, tensor_result)
 from bertlab.mistakes import hint as mistake_hint
 
@@ -56,14 +57,9 @@ def check_pool(impl, reference, hidden, mask, what: str, *, hint: str = "") -> t
     """Call the code under test on copies of (hidden [B, T, D], mask [B, T]) and check type, shape,
     NaN, dtype and values (within the round-off bound); returns the result [B, D]."""
     B, T, D = hidden.shape
-    refusal = None
-    try:
-        value = impl.pooling.masked_mean_pool(hidden.clone(), mask.clone())
-    except ValueError as exc:  # valid shapes: a ValueError here is a wrong answer, said as such
-        refusal = first_line(exc)
-    if refusal is not None:
-        fail(f"{what} raised ValueError ({refusal}), but the shapes are valid: hidden_states "
-             f"{list(hidden.shape)} and attention_mask {list(mask.shape)}. {mistake_hint('pool_always_value_error')}")
+    value = call_on_valid_input(lambda: impl.pooling.masked_mean_pool(hidden.clone(), mask.clone()), what,
+                                f"the shapes are valid: hidden_states {list(hidden.shape)} and attention_mask "
+                                f"{list(mask.shape)}", mistake_hint("pool_always_value_error"))
     actual = tensor_result(value, what)
     if tuple(actual.shape) == (B, 1, D):
         fail(f"{what} has shape {list(actual.shape)}; expected {[B, D]}. Sum over dim=1 without "

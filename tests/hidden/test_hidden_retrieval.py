@@ -26,7 +26,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, first_line, generator, index_problem, name_mistake,
+from bertlab.assertions import call_on_valid_input as shared_call_on_valid_input
+from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, generator, index_problem, name_mistake,
                             short, true_cosines)
 from bertlab.mistakes import hint as mistake_hint
 
@@ -87,13 +88,8 @@ def diagnose_search(scores: torch.Tensor, indices: torch.Tensor, queries, corpus
 
 def call_on_valid_input(call, what: str):
     """``call()``; a ValueError here fails with a message that says the input was valid."""
-    try:
-        return call()
-    except ValueError as exc:
-        raised = first_line(exc)
-    # Failed outside the except block, so the student's exception is not chained onto the message.
-    fail(f"{what} raised ValueError ({raised}), but this input is valid. Raise only for the bad "
-         "inputs the docstring lists (different D, inputs that are not 1-D/2-D, top_k < 1).")
+    return shared_call_on_valid_input(call, what, "this input is valid", "Raise only for the bad inputs the "
+                                      "docstring lists (different D, inputs that are not 1-D/2-D, top_k < 1).")
 
 
 def check_search(impl, reference, queries, corpus, top_k, what: str, *, atol: float = 1e-5,

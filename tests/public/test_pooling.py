@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bertlab.assertions import pooling_round_off  # the tolerances both suites share
-from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, first_line, name_pooling_mistake,
+from bertlab.assertions import call_on_valid_input
+from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, name_pooling_mistake,
                             property_settings)
 from bertlab.mistakes import hint as mistake_hint
 
@@ -72,15 +73,10 @@ def check_pool(impl, hidden: torch.Tensor, mask: torch.Tensor, what: str, hint: 
     # The oracle and the tolerance see the inputs as given, whatever the code under test does to its copies.
     expected = loop_mean(hidden, mask)
     atol, name_tol = round_off(hidden, mask)
-    refusal = None
-    try:
-        value = impl.pooling.masked_mean_pool(hidden.clone(), mask.clone())
-    except ValueError as exc:  # valid shapes: a ValueError here is a wrong answer, said as such
-        refusal = first_line(exc)
-    if refusal is not None:
-        fail(f"masked_mean_pool on {what} raised ValueError ({refusal}), but the shapes are valid: "
-             f"hidden_states {list(hidden.shape)} and attention_mask {list(mask.shape)}. "
-             f"{mistake_hint('pool_always_value_error')}")
+    value = call_on_valid_input(lambda: impl.pooling.masked_mean_pool(hidden.clone(), mask.clone()),
+                                f"masked_mean_pool on {what}", f"the shapes are valid: hidden_states "
+                                f"{list(hidden.shape)} and attention_mask {list(mask.shape)}",
+                                mistake_hint("pool_always_value_error"))
     out = check_tensor(
         value, [B, D], f"masked_mean_pool on {what}", dtype=hidden.dtype,
         shape_hint="One D-vector per sentence: average over the T axis (dim=1) only.",

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bertlab.assertions import check_close, check_tensor, close, expect_value_error, name_mistake, property_settings
+from bertlab.assertions import call_on_valid_input, check_close, check_tensor, close, expect_value_error, name_mistake, property_settings
 
 pytestmark = pytest.mark.retrieval
 
@@ -97,17 +97,11 @@ def search(impl, queries, corpus, top_k, what: str, *, pass_top_k: bool = True):
     """Call semantic_search; check the pair of tensors, their exact shapes and dtypes, and finiteness.
 
     pass_top_k=False leaves top_k out of the call (its default, 10, must give ``top_k`` hits)."""
-    raised = None
-    try:
-        if pass_top_k:
-            result = impl.retrieval.semantic_search(queries, corpus, top_k=top_k)
-        else:
-            result = impl.retrieval.semantic_search(queries, corpus)
-    except ValueError as exc:
-        raised = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else "no message"
-    if raised is not None:  # failed outside the except block: the message alone, no exception chain
-        pytest.fail(f"semantic_search raised ValueError ({raised}) for {what}, a valid input. Raise only for what "
-                    "the docstring lists (different D, inputs that are not 1-D/2-D, top_k < 1).", pytrace=False)
+    search = impl.retrieval.semantic_search
+    result = call_on_valid_input(
+        (lambda: search(queries, corpus, top_k=top_k)) if pass_top_k else (lambda: search(queries, corpus)),
+        f"semantic_search on {what}", "this input is valid",
+        "Raise only for what the docstring lists (different D, inputs that are not 1-D/2-D, top_k < 1).")
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         pytest.fail(f"semantic_search should return (scores, indices); got {type(result).__name__}.", pytrace=False)
     Q = 1 if queries.dim() == 1 else queries.shape[0]
