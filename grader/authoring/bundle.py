@@ -1,0 +1,201 @@
+"""The student bundle's files: the student package and its public tests, the stubs and notebook
+generated from the solutions, the student pages, a README and its own pyproject.toml."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Callable, Iterator
+
+from bertlab import __version__
+from bertlab.tasks import EXERCISE_MODULES
+from bertlab_grader.core.locations import (DOCS_DIR, PUBLIC_TESTS_DIR, STUDENT_PACKAGE_DIR)
+from bertlab_grader.authoring.stubs import expected_exercises
+
+
+BUNDLE_DISTRIBUTION = "bertlab-student"
+BUNDLE_MARKER = ".bertlab-bundle.json"
+# Student-facing docs (files or folders under docs/); everything else in docs/ is for instructors.
+STUDENT_DOCS = ("student-guide.md", "self-paced.md", "troubleshooting.md", "architecture.md", "commands.md",
+                "results-format.md", "course-layout.md", "hidden-checks.md", "concepts")
+# Never copied, wherever they appear.
+JUNK_NAMES = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis", ".benchmarks", ".bertlab",
+              ".DS_Store"}
+JUNK_SUFFIXES = (".pyc", ".pyo", ".egg-info")
+
+STUDENT_README = """\
+# bertlab, week 7: transfer learning with BERT and Sentence-BERT
+
+You implement four small pieces of the lesson, test them with one command, then use them in the
+lesson notebook (`exercises/Week_7_encoder.ipynb`).
+
+| task | file | what you write |
+| --- | --- | --- |
+| cka | `exercises/cka.py` | `linear_cka`, `cka_matrix`: how similar two layers' representations are |
+| pooling | `exercises/pooling.py` | `masked_mean_pool`: one vector per sentence, padding ignored |
+| siamese | `exercises/siamese.py` | `SiameseBert`, `create_sbert`: Sentence-BERT around one shared encoder |
+| retrieval | `exercises/retrieval.py` | `semantic_search`, `SemanticIndex`: top-k search by cosine, in blocks |
+
+Work in that order: siamese uses your pooling, and retrieval is easiest once siamese works.
+
+## Set-up (Python 3.10 or newer; everything runs offline on a CPU)
+
+```bash
+pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+pip install -e .
+```
+
+Install torch first, on its own, from PyTorch's CPU index: left to choose, pip may pull a
+multi-gigabyte GPU build. (Where your instructor's machine already holds the CPU wheel, plain
+`pip install torch==2.13.0` finds it.)
+
+## Check your work
+
+```bash
+bertlab check
+bertlab check --task cka
+bertlab check --task cka -v
+```
+
+`bertlab check` runs the public tests on your `exercises/` and prints, per task, how many tests pass,
+the first failure in full with a hint, your progress so far, and which task to work on next. It exits
+with status 0 only when every task passes. Run it anywhere in this folder (or pass `--dir exercises`).
+The same tests, installed with the `bertlab` package, run with plain pytest from this folder:
+
+```bash
+python -m pytest --pyargs bertlab.public_tests -m cka
+```
+
+Your instructor grades with more tests than these, so passing here is necessary, not sufficient:
+read the docstrings (Inputs, Returns, Raises) and handle every case they describe.
+
+## Read more
+
+- `docs/student-guide.md`: the tasks, the ideas behind them, and the figures to expect.
+- `docs/self-paced.md`: working without an instructor (hints, progress, comparing with the reference).
+- `docs/concepts/`: one page per idea of the lesson (CKA, inside BERT, fine-tuning, pooling, Sentence-BERT,
+  semantic search).
+"""
+
+BUNDLE_GITIGNORE = """\
+__pycache__/
+*.pyc
+*.egg-info/
+.pytest_cache/
+.hypothesis/
+.benchmarks/
+.ipynb_checkpoints/
+.bertlab/
+"""
+
+
+
+
+def student_packages() -> list[str]:
+    """The student package and its subpackages, as the bundle's pyproject lists them: ``bertlab``, each
+    folder of it with an ``__init__.py`` (``bertlab.check``, ``bertlab.teaching``), ``bertlab.public_tests``."""
+    subpackages = sorted(f"bertlab.{d.name}" for d in STUDENT_PACKAGE_DIR.iterdir()
+                         if (d / "__init__.py").is_file() and d.name != "public_tests")
+    return ["bertlab", *subpackages, "bertlab.public_tests"]
+
+
+def _is_junk(path: Path) -> bool:
+    return path.name in JUNK_NAMES or path.name.endswith(JUNK_SUFFIXES)
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst, ignore=lambda folder, names: [n for n in names if _is_junk(Path(folder) / n)])
+
+
+def build_bundle(dest: Path, log: Callable[[str], None] = print) -> list[Path]:
+    """Write every bundle file into the (empty) folder ``dest``; returns the files, relative to it."""
+    from bertlab_grader.authoring.notebook import NOTEBOOK_NAME, notebook_text
+
+    dest = Path(dest)
+    # The student package and its public tests: one folder in a wheel, two in a checkout
+    # (src/bertlab/ and tests/public/); the bundle always gets them as one package.
+    shutil.copytree(STUDENT_PACKAGE_DIR, dest / "src" / "bertlab",
+                    ignore=lambda folder, names: [n for n in names if _is_junk(Path(folder) / n)
+                                                  or (Path(folder) == STUDENT_PACKAGE_DIR and n == "public_tests")])
+    _copy_tree(PUBLIC_TESTS_DIR, dest / "src" / "bertlab" / "public_tests")
+
+    # The stubs and the notebook are generated from the installed reference now: a stale copy never ships.
+    exercises = dest / "exercises"
+    exercises.mkdir()
+    for name, text in expected_exercises().items():
+        (exercises / name).write_text(text, encoding="utf-8")
+    (exercises / NOTEBOOK_NAME).write_text(notebook_text(), encoding="utf-8")
+
+    (dest / "docs").mkdir()
+    for name in STUDENT_DOCS:
+        source = DOCS_DIR / name
+        if source.is_dir():
+            _copy_tree(source, dest / "docs" / name)
+        elif source.is_file():
+            shutil.copy2(source, dest / "docs" / name)
+        else:
+            log(f"note: docs/{name} is missing from this kit; the bundle has no copy of it.")
+
+    (dest / "README.md").write_text(STUDENT_README, encoding="utf-8")
+    (dest / "pyproject.toml").write_text(bundle_pyproject(), encoding="utf-8")
+    (dest / ".gitignore").write_text(BUNDLE_GITIGNORE, encoding="utf-8")
+    # Last: the marker records every file written above, so a later --force can tell them from a student's.
+    (dest / BUNDLE_MARKER).write_text(json.dumps({
+        "bertlab_bundle": 1, "kit_version": __version__, "tasks": list(EXERCISE_MODULES),
+        "files": bundle_manifest(dest),
+    }, indent=2) + "\n", encoding="utf-8")
+    return sorted(p.relative_to(dest) for p in dest.rglob("*") if p.is_file())
+
+
+def bundle_pyproject() -> str:
+    """The bundle's pyproject.toml (written with tomli-w): distribution bertlab-student, package
+    bertlab from src/, its dependencies read from bertlab/requirements.txt (the student list, the same
+    file the kit's own pyproject reads), the `bertlab` script. No entry point adds instructor commands."""
+    import tomli_w
+
+    document = {
+        "build-system": {"requires": ["setuptools>=68"], "build-backend": "setuptools.build_meta"},
+        "project": {
+            "name": BUNDLE_DISTRIBUTION,
+            "version": __version__,
+            "description": "bertlab, week 7, student bundle: the exercises, `bertlab check` and the lesson.",
+            "readme": "README.md",
+            "requires-python": ">=3.10",
+            "dynamic": ["dependencies"],
+            "scripts": {"bertlab": "bertlab.cli:main"},
+        },
+        "tool": {
+            "setuptools": {
+                "package-dir": {"": "src"},
+                "packages": student_packages(),
+                "dynamic": {"dependencies": {"file": ["src/bertlab/requirements.txt"]}},
+                "package-data": {"bertlab": ["requirements.txt", "data/**/*"],
+                                 "bertlab.public_tests": ["pytest.ini"]},
+            },
+            # `python -m pytest --pyargs bertlab.public_tests` from the bundle: the suites' plugin.
+            "pytest": {"ini_options": {"addopts": "-p no:cacheprovider -p bertlab.pytest_plugin"}},
+        },
+    }
+    return "# Generated by `bertlab release`.\n\n" + tomli_w.dumps(document)
+
+
+def _files(root: Path) -> Iterator[Path]:
+    return (p for p in sorted(Path(root).rglob("*")) if p.is_file())
+
+
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def bundle_manifest(root: Path) -> dict[str, str]:
+    """{relative POSIX path: sha256} of every file under ``root`` but the marker: what a release wrote."""
+    root = Path(root)
+    return {p.relative_to(root).as_posix(): file_sha256(p) for p in _files(root)
+            if p.relative_to(root).as_posix() != BUNDLE_MARKER}
