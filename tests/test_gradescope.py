@@ -1,9 +1,11 @@
 """`bertlab gradescope`: the autograder zip, set up and run as Gradescope runs it, in a temporary folder
 shaped like /autograder (docs/gradescope.md).
 
-The zip is built with --kit-wheel-only: the kit's own wheel, with this machine's packages standing in
-for the wheelhouse (setup.sh makes its virtualenv with --system-site-packages and installs the wheel
-with --no-deps; it skips apt-get). run_autograder then grades the reference solution and a mutant of the
+The zip is built with --kit-wheel-only: the kit's own wheel, with the packages of the environment
+running the tests standing in for the wheelhouse (the test makes ROOT/bertlab-venv first with
+tests/venvs.py's make_venv, a ``.pth`` line lending those packages; setup.sh's ``python -m venv``
+keeps it, as it keeps any existing virtualenv's site-packages, and installs the wheel with --no-deps;
+it skips apt-get). run_autograder then grades the reference solution and a mutant of the
 bank, and each Gradescope results.json must match gradescope.schema.json and carry the points that
 `bertlab grade-one --json` gives the same files. The autograder's folder lives outside pytest's
 temporary folder: conftest.py checks every results.json there against the kit's own format, and
@@ -27,6 +29,7 @@ import pytest
 from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.export.gradescope import autograder as gradescope
 from bertlab_grader.export.gradescope.autograder import check_gradescope_schema, to_gradescope
+from venvs import make_venv, this_site_packages
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 MUTANT = "pool_divide_by_length"  # a pooling mistake the kit names with a hint
@@ -72,9 +75,12 @@ def _new_root(archive: Path) -> Path:
 def autograder(autograder_zip):
     """ROOT after setup.sh: the kit installed from the zip's wheel into ROOT/bertlab-venv."""
     root = _new_root(autograder_zip)
+    # Not --system-site-packages: the tests may run in a virtualenv, whose packages the base Python
+    # does not have. The venv sees this environment's packages (and its pip) through a .pth line.
+    make_venv(root / "bertlab-venv", this_site_packages())
     env = {**os.environ, "BERTLAB_AUTOGRADER_ROOT": str(root), "BERTLAB_SETUP_APT": "0",
            "BERTLAB_SETUP_PYTHON": sys.executable,
-           "BERTLAB_SETUP_VENV_OPTIONS": "--system-site-packages --without-pip",
+           "BERTLAB_SETUP_VENV_OPTIONS": "--without-pip",
            "BERTLAB_SETUP_PIP_OPTIONS": "--no-deps"}
     proc = subprocess.run(["bash", root / "source" / "setup.sh"], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

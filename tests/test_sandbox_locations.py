@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from bertlab_grader.sandbox import launcher
+from venvs import make_venv, this_site_packages
 
 if launcher._find_bwrap() is None:
     pytest.skip("bubblewrap (bwrap) is not installed: the sandbox cannot run here", allow_module_level=True)
@@ -88,10 +89,10 @@ print("RESULT " + json.dumps(result))
 
 
 def _venv(path: Path) -> Path:
-    """A virtualenv on top of this Python's packages (torch & co.), as a course would make one."""
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)],
-                   check=True, capture_output=True, timeout=120)
-    return path / "bin" / "python"
+    """A virtualenv that also sees the packages (torch & co.) of the environment running the tests,
+    as a course would make one on top of its machine's packages (tests/venvs.py: a ``.pth`` line,
+    not ``--system-site-packages``, since the tests themselves may run in a virtualenv)."""
+    return make_venv(path, this_site_packages()) / "python"
 
 
 def _site_packages(python: Path) -> Path:

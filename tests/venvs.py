@@ -8,6 +8,9 @@ and importlib.metadata finds the venv's own ``bertlab`` first. The student bundl
 folder of symlinks instead (``machine_deps``) that leaves out every ``bertlab`` distribution, so not
 even the checkout's metadata is there. (The kit's venv cannot use symlinks: its sandbox shows site
 directories to student code, and a link into a hidden folder, a venv under /tmp say, would not resolve.)
+Every test that needs a second environment makes it with ``make_venv``, from the environment the tests
+run in; never with ``--system-site-packages``, whose base Python lacks the kit's dependencies when the
+tests run in a virtualenv.
 tools/acceptance/packaging.sh does the same from a fresh clone with real installs.
 """
 

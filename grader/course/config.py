@@ -104,13 +104,33 @@ def ensure_python_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join([bindir, *[p for p in parts if p]])
 
 
+def _jupyter_data_dirs(distribution: str) -> list[str]:
+    """The ``share/jupyter`` folder that ``distribution`` installed its data files into (nbconvert:
+    its templates), found from the distribution's own file list, wherever the package was imported
+    from: this Python's prefix, the base Python's, or another environment's site-packages that this one
+    borrows (a ``.pth`` line or PYTHONPATH). Empty when it is not installed or lists no such files."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        return []
+    for file in dist.files or ():
+        parts = file.parts
+        for i in range(len(parts) - 1):
+            if parts[i:i + 2] == ("share", "jupyter"):  # e.g. ../../../share/jupyter/nbconvert/templates/...
+                return [os.path.realpath(dist.locate_file(Path(*parts[:i + 2])))]
+    return []
+
+
 def nbgrader_environment() -> dict[str, str]:
-    """The environment for an ``nbgrader`` subprocess: this Python's ``bin`` on PATH, and Jupyter's
-    data folders of the base Python too (a ``--system-site-packages`` virtualenv otherwise cannot
-    find nbconvert's templates, and feedback fails)."""
+    """The environment for an ``nbgrader`` subprocess: this Python's ``bin`` on PATH, and on
+    JUPYTER_PATH the data folder of the nbconvert that runs (its templates: without them feedback
+    fails), which need not be under this Python's prefix: a virtualenv may use the packages of the base
+    Python (``--system-site-packages``) or of another environment (a ``.pth`` line)."""
     ensure_python_on_path()
     env = dict(os.environ)
-    data = [os.path.join(prefix, "share", "jupyter") for prefix in dict.fromkeys((sys.prefix, sys.base_prefix))]
+    data = [*_jupyter_data_dirs("nbconvert"), os.path.join(sys.prefix, "share", "jupyter")]
     existing = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
     env["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys([*existing, *(d for d in data if os.path.isdir(d))]))
     return env
