@@ -1,12 +1,13 @@
 """The sandbox starts, isolates and grades wherever the kit, the course and the virtualenv live.
 
-Each case copies the kit (``src/bertlab/``, ``grader/`` with its ``reference/`` and
-``suites/``, and ``pyproject.toml``) and a submission (the reference sources, fences stripped) to one
-layout: under /tmp, under a 0700 folder in /home, under /srv, in paths with spaces, a submission
-folder whose parent also holds the virtualenv, a virtualenv inside the kit (with an editable-install
-import hook pointing into the kit, as ``pip install -e`` makes), and the kit's packages installed
-into a virtualenv's site-packages. A fresh Python process (the copy first on
-PYTHONPATH, PATH reduced to /usr/bin:/bin as for a virtualenv that is not activated, cwd elsewhere)
+Each case copies the kit's sources (``src/bertlab/``, ``grader/``, ``solutions/``, ``tests/public/``,
+``tests/hidden/``, ``docs/``, ``pyproject.toml``) and a submission (the reference sources, fences
+stripped) to one layout and installs the copy into a virtualenv with pip, as a user would: editable
+(``pip install -e``: setuptools' import hook maps the packages to the copy's folders, most of which the
+sandbox hides) with the kit under /tmp, under a 0700 folder in /home, under /srv, in paths with
+spaces, with the virtualenv in the submission folder's parent, or inside the kit; and non-editable
+(the packages in the venv's site-packages). A fresh Python process (the venv's, PATH reduced to
+/usr/bin:/bin as for a virtualenv that is not activated, cwd elsewhere)
 starts ``Sandbox(kit_root=<copy>, hide=[<submission's parent>], preload=())`` and grades
 ``linear_cka``: the template must start under bubblewrap (no fallback, no "NOT isolated"), answer
 correctly, and still hide the course and the kit's secret parts.
@@ -23,21 +24,20 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from bertlab_grader.sandbox import launcher
-from venvs import make_venv, this_site_packages
+from bertlab_grader.core.locations import REFERENCE_DIR
+from venvs import copy_kit_sources, install_source, make_venv, this_site_packages, venv_purelib
 
 if launcher._find_bwrap() is None:
     pytest.skip("bubblewrap (bwrap) is not installed: the sandbox cannot run here", allow_module_level=True)
 
 KIT = Path(__file__).resolve().parents[1]
 SECRET = "SECRET-COURSE-FILE-4c1d"
-IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 # Appended to the submission's cka.py: what the student's process can see from where it runs.
 PROBE = '''
@@ -95,47 +95,15 @@ def _venv(path: Path) -> Path:
     return make_venv(path, this_site_packages()) / "python"
 
 
-def _site_packages(python: Path) -> Path:
-    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         check=True, capture_output=True, text=True, timeout=60)
-    return Path(out.stdout.strip())
-
-
-def _editable_hook(site_packages: Path, kit: Path) -> None:
-    """What ``pip install -e`` of the kit leaves in a venv: a .pth that installs an import hook mapping
-    the kit's packages to the kit's folders (most of which the sandbox hides)."""
-    mapping = {name: str(kit / "src" / name) for name in ("bertlab", "bertlab_grader")}
-    mapping["bertlab_grader.kit_docs"] = str(kit / "docs")
-    (site_packages / "__editable___bertlab_location_test_finder.py").write_text(
-        "import sys\nfrom importlib.util import spec_from_file_location\nfrom pathlib import Path\n"
-        f"MAPPING = {mapping!r}\n"
-        "class _EditableFinder:\n"
-        "    @classmethod\n"
-        "    def find_spec(cls, fullname, path=None, target=None):\n"
-        "        if fullname in MAPPING:\n"
-        "            init = Path(MAPPING[fullname]) / '__init__.py'\n"
-        "            if init.exists():  # PermissionError where a parent is not traversable\n"
-        "                return spec_from_file_location(fullname, init)\n"
-        "        return None\n"
-        "def install():\n"
-        "    sys.meta_path.append(_EditableFinder)\n")
-    (site_packages / "__editable__.bertlab-location-test.pth").write_text(
-        "import __editable___bertlab_location_test_finder; __editable___bertlab_location_test_finder.install()\n")
-
-
-PACKAGES = ("bertlab", "bertlab_grader")  # the kit's two packages (src/), the reference and suites inside the second
-
-
-def _copy_kit(kit: Path) -> None:
-    kit.mkdir(parents=True, exist_ok=True)
-    for name in PACKAGES:
-        shutil.copytree(KIT / "src" / name, kit / "src" / name, ignore=IGNORE)
-    shutil.copy(KIT / "pyproject.toml", kit / "pyproject.toml")
+def _install(python: Path, source: Path, editable: bool) -> None:
+    """``pip install [-e] source`` into the venv of ``python`` (tests/venvs.py: no dependencies, the
+    venv borrows them; this interpreter's pip and build backend)."""
+    install_source(python.parent, source, editable)
 
 
 def _submission(folder: Path) -> None:
     folder.mkdir(parents=True)
-    for path in sorted((KIT / "src" / "bertlab_grader" / "reference").glob("*.py")):
+    for path in sorted(REFERENCE_DIR.glob("*.py")):
         if path.name != "__init__.py":
             text = path.read_text() + (PROBE if path.name == "cka.py" else "")
             (folder / path.name).write_text(text)
@@ -168,37 +136,34 @@ def layout(request):
         kit, course = base / kit_name, base / course_name
         submission = course / student
         _submission(submission)
-        python, env_path = Path(sys.executable), str(kit / "src")
         if venv == "installed":  # the packages themselves in the venv's site-packages; no checkout
             python = _venv(base / "venv")
-            site = _site_packages(python)
-            for name in PACKAGES:
-                shutil.copytree(KIT / "src" / name, site / name, ignore=IGNORE)
-            kit, env_path = site, ""
+            source = copy_kit_sources(base / "source")
+            _install(python, source, editable=False)
+            shutil.rmtree(source)
+            kit = venv_purelib(python.parent)
         else:
-            _copy_kit(kit)
-            if venv == "course":
-                python = _venv(course / ".venv")
-            elif venv == "kit":
-                python = _venv(kit / ".venv")
-                _editable_hook(_site_packages(python), kit)
-        yield {"python": python, "kit": kit, "submission": submission, "pythonpath": env_path,
-               "course": course, "venv": venv}
+            copy_kit_sources(kit)
+            python = _venv({"course": course / ".venv", "kit": kit / ".venv"}.get(venv, base / "venv"))
+            _install(python, kit, editable=True)
+        yield {"python": python, "kit": kit, "submission": submission, "course": course, "venv": venv}
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
 def test_the_sandbox_grades_and_isolates_wherever_things_live(layout, tmp_path):
     kit, submission, course = layout["kit"], layout["submission"], layout["course"]
-    # The instructor package: the kit's grader, or the installed copy in site-packages.
-    grader = kit / "bertlab_grader" if layout["venv"] == "installed" else kit / "src" / "bertlab_grader"
-    looked_at = [str(course), str(course / "gradebook.db"), str(submission), str(grader),
-                 str(grader / "reference"), str(grader / "suites"), str(grader / "reference" / "cka.py")]
-    if layout["venv"] != "installed":
-        looked_at += [str(kit), str(kit / "src")]
+    installed = layout["venv"] == "installed"
+    # The instructor package's folders: the copy's, or the installed package's in site-packages.
+    grader = kit / "bertlab_grader" if installed else kit / "grader"
+    solutions = grader / "solutions" if installed else kit / "solutions"
+    hidden = grader / "hidden" if installed else kit / "tests" / "hidden"
+    inside = Path("/tmp/.bertlab-kit/bertlab_sandbox")  # where the sandbox shows grader/sandbox/inside/
+    looked_at = [str(course), str(course / "gradebook.db"), str(submission), str(grader), str(solutions),
+                 str(hidden), str(solutions / "cka.py"), str(inside)]
+    if not installed:
+        looked_at += [str(kit), str(kit / "src"), str(kit / "tests")]
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(tmp_path)}
-    if layout["pythonpath"]:
-        env["PYTHONPATH"] = layout["pythonpath"]
     done = subprocess.run([str(layout["python"]), "-c", SCRIPT, str(kit), str(submission), json.dumps(looked_at)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
@@ -220,10 +185,13 @@ def test_the_sandbox_grades_and_isolates_wherever_things_live(layout, tmp_path):
     else:
         assert probe[str(course)] in ([], "FileNotFoundError")
     assert probe[str(submission)] == "FileNotFoundError"
-    if layout["venv"] != "installed":
+    if not installed:
         assert set(probe[str(kit)]) <= {"src", ".venv"}, probe[str(kit)]
-        assert set(probe[str(kit / "src")]) <= {"bertlab", "bertlab_grader"}, probe[str(kit / "src")]
-    # Of the instructor package only what the worker imports is shown; its reference and suites are not.
-    assert probe[str(grader)] == ["__init__.py", "rpc.py", "sandbox"], probe[str(grader)]
-    for secret in (grader / "reference", grader / "suites", grader / "reference" / "cka.py"):
-        assert probe[str(secret)] == "FileNotFoundError", (secret, probe[str(secret)])
+        assert probe[str(kit / "src")] == ["bertlab"], probe[str(kit / "src")]
+        assert probe[str(kit / "tests")] == "FileNotFoundError", probe[str(kit / "tests")]
+    # Of the instructor package nothing is shown where it lies: the sandboxed server's own folder is
+    # mounted alone elsewhere; the solutions and the hidden suites are nowhere.
+    assert probe[str(grader)] in ([], "FileNotFoundError"), probe[str(grader)]
+    for secret in (solutions, hidden, solutions / "cka.py"):
+        assert probe[str(secret)] in ([], "FileNotFoundError"), (secret, probe[str(secret)])
+    assert "server.py" in probe[str(inside)] and "cka.py" not in probe[str(inside)], probe[str(inside)]
