@@ -72,7 +72,7 @@ def _shown_path(folder: Path) -> str:
 
 def _clear_cache() -> int:
     """`bertlab lesson --clear-cache`: remove what the kit keeps between runs, saying what and how much."""
-    from .lesson import cache_root, clear_cache, size_text
+    from .cache import cache_root, clear_cache, size_text
 
     root = cache_root()
     removed, left = clear_cache()

@@ -330,7 +330,7 @@ def _reviews_digest(reviews: Sequence[Review]) -> str:
 def finetune_cache_path(model_name: str, train: Sequence[Review], held_out: Sequence[Review],
                         settings: FinetuneSettings) -> Path:
     """Where ``finetune_cached`` keeps the figures of this run: ``<kit cache>/finetune-<12 hex>.json``."""
-    from .lesson import cache_root
+    from .cache import cache_root
 
     payload = json.dumps({"format": CACHE_FORMAT, "model": model_name, "settings": asdict(settings),
                           "train": _reviews_digest(train), "held_out": _reviews_digest(held_out)}, sort_keys=True)
@@ -341,7 +341,7 @@ MODEL_NAMES = {"minilm": "all-MiniLM-L6-v2"}  # how the printed lines name the p
 
 
 def _kb(path: Path) -> str:
-    from .lesson import size_text
+    from .cache import size_text
 
     return size_text(path.stat().st_size)
 

@@ -61,14 +61,14 @@ def off_diagonal(matrix: torch.Tensor) -> torch.Tensor:
 
 def cls_early_late(model, tokenizer, sentences: Sequence[str] = datasets.LAYER_PROBE_SENTENCES) -> list[float]:
     """Cosine of each sentence's [CLS] vector after layer 1 and after the last layer (MiniLM: 6)."""
-    from .lesson import cls_layer_cosines
+    from .tables import cls_layer_cosines
 
     return cls_layer_cosines(model, tokenizer, sentences, early=1, late=-1)
 
 
 def bert_base_parameters() -> int:
     """Parameters of BERT-base (``BertModel(BertConfig())``), built on the meta device: no weights."""
-    from .lesson import bert_base_on_meta
+    from .tables import bert_base_on_meta
 
     return count_parameters(bert_base_on_meta())
 

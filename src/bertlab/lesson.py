@@ -22,21 +22,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import shutil
 import sys
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
 from .errors import unfinished
 from .implementations import Implementation, load_implementation
-from .models import count_parameters
 from .tasks import EXERCISE_TASKS  # (the order a student works in)
 
 IMPL_ENV = "BERTLAB_IMPL"
@@ -142,70 +136,6 @@ def usual_time(key: str) -> str:
 def announce(key: str, what: str) -> None:
     """Print, before a slow step starts, what it is and how long it usually takes."""
     print(f"{what}: {usual_time(key)}...", flush=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# The kit's cache: what the notebook keeps between runs
-# ---------------------------------------------------------------------------------------------
-
-# Every entry the kit writes in its cache is named <what>-<12 hex digits of its key>[.json] (a staging
-# copy adds a suffix, an unfinished atomic write a leading dot); nothing else there is the kit's.
-_CACHE_ENTRY = re.compile(r"^\.?[a-z][a-z0-9]*(-[a-z0-9]+)*-[0-9a-f]{12}([.].*)?$")
-
-
-def cache_root() -> Path:
-    """The kit's cache folder: $BERTLAB_CACHE_DIR, else $XDG_CACHE_HOME/bertlab, else ~/.cache/bertlab."""
-    if os.environ.get("BERTLAB_CACHE_DIR"):
-        return Path(os.environ["BERTLAB_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "bertlab"
-
-
-def _size(path: Path) -> int:
-    if path.is_symlink() or path.is_file():
-        return path.lstat().st_size
-    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() or p.is_symlink())
-
-
-def size_text(size: int) -> str:
-    """'62.1 MB', '3 KB'."""
-    if size >= 1e6:
-        return f"{size / 1e6:.1f} MB"
-    return f"{max(size, 1) / 1e3:.0f} KB" if size else "0 KB"
-
-
-def cache_entries() -> list[tuple[Path, int]]:
-    """(path, bytes) of each entry the kit wrote in its cache folder, by name."""
-    root = cache_root()
-    if not root.is_dir():
-        return []
-    return [(p, _size(p)) for p in sorted(root.iterdir()) if _CACHE_ENTRY.match(p.name)]
-
-
-def describe_cache() -> str:
-    """One line: where the kit's cache is, what it holds and how to remove it."""
-    entries = cache_entries()
-    if not entries:
-        return f"The kit's cache ({cache_root()}) is empty."
-    names = ", ".join(p.name for p, _ in entries)
-    return (f"The kit's cache: {cache_root()} holds {size_text(sum(s for _, s in entries))} ({names}); "
-            "`bertlab lesson --clear-cache` removes it.")
-
-
-def clear_cache() -> tuple[list[tuple[Path, int]], list[Path]]:
-    """Remove every entry the kit wrote in its cache. Returns (removed (path, bytes), entries left alone
-    because the kit did not write them). The folder itself goes too when nothing else is in it."""
-    root = cache_root()
-    removed = cache_entries()
-    for path, _ in removed:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    left = sorted(p for p in root.iterdir()) if root.is_dir() else []
-    if root.is_dir() and not left:
-        root.rmdir()
-    return removed, left
 
 
 def task_file(task: str, target: Optional[str] = None) -> str:
@@ -465,139 +395,8 @@ def progress_report(impl: Implementation) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------------------
-# Concept 2: architectures
-# ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Architecture:
-    """The shape of an encoder, read from its config (Hugging Face) or its modules (TinyBERT)."""
-
-    name: str
-    layers: int
-    heads: int
-    hidden: int
-    ffn: int
-    vocab: int
-    positions: str
-    parameters: int
-    trainable: int
-
-
-def bert_base_on_meta():
-    """BERT-base (``BertModel(BertConfig())``) on the meta device: the full architecture, no weights, no memory."""
-    from transformers import BertConfig, BertModel
-
-    with torch.device("meta"):
-        return BertModel(BertConfig())
-
-
-def describe_architecture(name: str, model: torch.nn.Module) -> Architecture:
-    """Layers, heads, widths, vocabulary, positions and parameter counts of a model."""
-    from .encoder import TinyBERT
-
-    parameters = count_parameters(model)
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    if isinstance(model, TinyBERT):
-        block = model.blocks[0]
-        positions = ("rotary (RoPE), no fixed limit" if block.attention.rope is not None
-                     else f"{model.embedding.positions.shape[0]} sinusoidal (fixed)")
-        return Architecture(name, len(model.blocks), block.attention.num_heads, model.d_model,
-                            block.mlp[0].out_features, model.embedding.token.num_embeddings, positions,
-                            parameters, trainable)
-    config = getattr(model, "config", None)
-    if config is None:
-        raise TypeError(f"cannot describe {type(model).__name__}: not a TinyBERT and has no Hugging Face config.")
-    kind = getattr(config, "position_embedding_type", "absolute")
-    positions = f"{config.max_position_embeddings} learned" + ("" if kind == "absolute" else f" ({kind})")
-    return Architecture(name, config.num_hidden_layers, config.num_attention_heads, config.hidden_size,
-                        config.intermediate_size, config.vocab_size, positions, parameters, trainable)
-
-
-def architecture_table(models: Mapping[str, torch.nn.Module]) -> str:
-    """A text table of ``describe_architecture`` for each (name, model), plus size ratios to the last one."""
-    rows = [describe_architecture(name, model) for name, model in models.items()]
-    header = f"{'':<22}{'layers':>7}{'heads':>7}{'hidden':>8}{'FFN':>7}{'vocab':>8}{'parameters':>14}{'trainable':>13}  positions"
-    lines = [header, "-" * len(header)]
-    for r in rows:
-        lines.append(f"{r.name:<22}{r.layers:>7}{r.heads:>7}{r.hidden:>8}{r.ffn:>7}{r.vocab:>8}"
-                     f"{r.parameters:>14,}{r.trainable:>13,}  {r.positions}")
-    if len(rows) > 1:
-        last = rows[-1]
-        ratios = ", ".join(f"{r.name} {r.parameters / last.parameters:.1f}x" for r in rows[:-1])
-        lines.append(f"Size relative to {last.name}: {ratios}")
-    return "\n".join(lines)
-
-
-@torch.no_grad()
-def cls_layer_cosines(model: torch.nn.Module, tokenizer, sentences: Sequence[str], early: int = 1,
-                      late: int = -1) -> list[float]:
-    """Cosine between each sentence's [CLS] vector at hidden state ``early`` and at ``late``.
-
-    hidden_states[0] is the embedding output, hidden_states[i] the output of layer i; for MiniLM,
-    early=1, late=-1 compares layer 1 with layer 6.
-    """
-    from .representations import hidden_states
-
-    batch = tokenizer(list(sentences), padding=True, return_tensors="pt")
-    states = hidden_states(model, batch["input_ids"], batch["attention_mask"])  # tuple of [B, T, D]
-    return F.cosine_similarity(states[early][:, 0], states[late][:, 0], dim=-1).tolist()
-
-
-# ---------------------------------------------------------------------------------------------
-# Tables
-# ---------------------------------------------------------------------------------------------
-
-def _short(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def format_mask_predictions(sentence: str, predictions) -> str:
-    """The lesson's fill-in display: '[0.191] beautiful -> the film was ...'."""
-    lines = [f"Sentence: {sentence}"]
-    lines += [f"  [{p.score:.3f}] {p.token:<14} -> {p.sequence}" for p in predictions]
-    return "\n".join(lines)
-
-
-def format_search(query: str, results: Mapping[str, Sequence]) -> str:
-    """Top-k hits of several encoders for one query: {name: [Hit, ...]}."""
-    lines = [f"Query: {query!r}"]
-    for name, hits in results.items():
-        lines.append(f"  {name} top-{len(hits)}:")
-        lines += [f"    [{hit.score:.3f}] {hit.text}" for hit in hits]
-    return "\n".join(lines)
-
-
-def format_sts_table(pairs, columns: Mapping[str, Sequence[float]], width: int = 70) -> str:
-    """ref | one column per encoder | the pair: the lesson's 8-pair table."""
-    names = list(columns)
-    lines = [f"{'ref':>5} " + " ".join(f"{n:>6}" for n in names) + "  A vs B"]
-    for i, pair in enumerate(pairs):
-        values = " ".join(f"{columns[n][i]:6.3f}" for n in names)
-        lines.append(f"{pair.score:5.2f} {values}  " + _short(f"{pair.a!r} vs {pair.b!r}", width))
-    return "\n".join(lines)
-
-
-def format_accuracy_table(results: Mapping[str, Optional[dict]],
-                          needs: Optional[Mapping[str, Sequence[str]]] = None) -> str:
-    """Held-out accuracy, training minutes and parameters of each training run.
-
-    A None result is a run that did not happen: ``needs[name]`` names the unfinished tasks it needs. A
-    result loaded from the cache (``from_cache``) is marked: its minutes are those of the run that made it.
-    """
-    lines = [f"{'model':<38}{'held-out accuracy':>18}{'minutes':>9}{'parameters':>13}{'steps':>7}"]
-    for name, result in results.items():
-        if result is None:
-            tasks = list((needs or {}).get(name, ()))
-            lines.append(f"{name:<38}  " + (f"(not run yet: needs task(s) {', '.join(tasks)})" if tasks else "(not run)"))
-            continue
-        cached = "  (cached)" if result.get("from_cache") else ""
-        lines.append(f"{name:<38}{result['accuracy']:>18.3f}{result['minutes']:>9.1f}"
-                     f"{result['parameters']:>13,}{result['steps']:>7}{cached}")
-    return "\n".join(lines)
-
-
-def describe_value(values: Tensor) -> str:
-    """'min-max' of a 1-D tensor with 3 decimals (for printing CKA ranges)."""
-    values = values[~torch.isnan(values)]
-    return f"{float(values.min()):.3f}-{float(values.max()):.3f}" if values.numel() else "nan"
+# The notebook reads everything as lesson.<name>: the cache and the tables live in their own modules.
+from bertlab.cache import (  # noqa: E402,F401
+    _CACHE_ENTRY, _size, cache_entries, cache_root, clear_cache, describe_cache, size_text)
+from bertlab.tables import (  # noqa: E402,F401
+    Architecture, _short, architecture_table, bert_base_on_meta, cls_layer_cosines, describe_architecture, describe_value, format_accuracy_table, format_mask_predictions, format_search, format_sts_table)
