@@ -1,6 +1,6 @@
 """`bertlab demo`: build a course holding the embedded demo cohort, grade it end to end, show the gradebook.
 
-Fully offline. The cohort (see bertlab_grader/demo_cohort/README.md): a full solution, untouched stubs, a
+Fully offline. The cohort (see grader/commands/demo_cohort/README.md): a full solution, untouched stubs, a
 partial solution, a buggy one (mistakes from the mutant bank), a hostile one, and a zip submission.
 
 Exit code: that of `bertlab grade` (0, 1 or 2), and 1 as well when alice, who handed in the

@@ -242,7 +242,7 @@ def is_in_process(impl) -> bool:
 
 
 def wire_roundtrip(value: Any) -> Any:
-    """``value`` sent through a local socket in the sandbox's wire format (grader/rpc.py): encoded,
+    """``value`` sent through a local socket in the sandbox's wire format (grader/sandbox/inside/rpc.py): encoded,
     framed, copied through the kernel and decoded, as one direction of a sandboxed call is."""
     try:
         import socket

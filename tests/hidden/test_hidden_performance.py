@@ -1,12 +1,12 @@
 """Hidden suite, task performance: linear_cka, masked_mean_pool and semantic_search against the
-reference, on the same inputs, in the same run, interleaved (grader/performance.py).
+reference, on the same inputs, in the same run, interleaved (grader/performance/timing.py).
 
 Points by band of the median of paired time ratios (<= 2x full, <= 20x half, else none), and only
 for a right answer. In a cohort run, identical files reuse the first measurement
 (grader/performance/record.py). A partial score is recorded as the user property ``bertlab_points_fraction`` and the test
-fails with a message saying how fast the code was; grader/scoring.py turns that into points.
+fails with a message saying how fast the code was; grader/grading/scoring.py turns that into points.
 
-Inputs are sent to the sandbox once (grader/performance.py: student_call); each timed call works on a
+Inputs are sent to the sandbox once (grader/performance/timing.py: student_call); each timed call works on a
 fresh copy there and only its result travels back, as the reference's does (reference_call).
 """
 

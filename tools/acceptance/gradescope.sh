@@ -39,9 +39,15 @@ with zipfile.ZipFile(sys.argv[1]) as z:
             path.chmod((info.external_attr >> 16) & 0o777)
 PY
 cp "$ROOT/source/run_autograder" "$ROOT/run_autograder"
+# The wheelhouse's stand-in: PYTHON's own packages, lent to the autograder's venv by a .pth line
+# (not --system-site-packages: PYTHON may itself be a virtualenv's, whose base lacks the kit's
+# dependencies). setup.sh's `python -m venv` keeps an existing venv's site-packages.
+"$PYTHON" -m venv --without-pip "$ROOT/bertlab-venv"
+"$ROOT/bertlab-venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' >"$WORK/venv-purelib"
+"$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' >"$(cat "$WORK/venv-purelib")/_machine_deps.pth"
 start=$SECONDS
 BERTLAB_AUTOGRADER_ROOT="$ROOT" BERTLAB_SETUP_APT=0 BERTLAB_SETUP_PYTHON="$PYTHON" \
-  BERTLAB_SETUP_VENV_OPTIONS="--system-site-packages --without-pip" \
+  BERTLAB_SETUP_VENV_OPTIONS="--without-pip" \
   /usr/bin/time -f "%e s wall, %U s user + %S s sys" -o "$WORK/setup.time" \
   bash "$ROOT/source/setup.sh" >"$WORK/setup.log" 2>&1; rc=$?
 check "setup.sh installs the kit from the zip's wheel ($(cat "$WORK/setup.time"))" test "$rc" = 0
