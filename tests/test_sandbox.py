@@ -395,7 +395,9 @@ def test_writes_only_in_its_own_scratch_space(isolated, course):
 def test_installed_copies_of_secret_packages_are_hidden(monkeypatch, where):
     """A non-editable install copies bertlab_grader (its solutions/ and hidden/ with it) next to torch:
     hide it too, wherever it was installed."""
-    site = Path(launcher._python_dirs()[-1])
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()  # where pip installs the kit for this Python
     installed = (site if where == "site" else Path("/usr/lib/python3/dist-packages")) / "bertlab_grader"
     assert launcher.SECRET_PACKAGES == ("bertlab_grader",)
     real = launcher._package_dir
@@ -412,9 +414,14 @@ def test_installed_copies_of_secret_packages_are_hidden(monkeypatch, where):
     assert not any(a == "--ro-bind" and any(b.startswith(str(KIT / d)) for d in ("solutions", "tests", "grader"))
                    and b != str(inside) for a, b in mounts)
     if where == "site":
-        # bwrap applies mounts in order: the hiding tmpfs must come after the bind that shows site back
-        shown = next(i for i, (a, b) in enumerate(mounts) if a == "--ro-bind" and b != "/" and site.is_relative_to(b))
-        assert mounts.index(("--tmpfs", str(installed))) > shown
+        # bwrap applies mounts in order. Where site-packages lies in a hidden folder (a venv under /tmp,
+        # a Python under /root), the bind that shows it back must come before the tmpfs that hides the
+        # package inside it; elsewhere (/usr) it is visible through "/" and nothing may hide it.
+        shown = [i for i, (a, b) in enumerate(mounts) if a == "--ro-bind" and b != "/" and site.is_relative_to(b)]
+        if shown:
+            assert mounts.index(("--tmpfs", str(installed))) > max(shown)
+        else:
+            assert not any(a == "--tmpfs" and site.is_relative_to(b) for a, b in mounts), mounts
 
 
 def test_fallback_without_bubblewrap_warns_and_still_works(sandboxes):

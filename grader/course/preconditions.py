@@ -30,13 +30,13 @@ def require_course_folder(course: Path, assignment: str, what: str = "") -> None
         raise UsageError(f"no course folder at {course}. Give {what}.")
 
 
-def require_submissions(course: Path, assignment: str, purpose: str = "to grade") -> None:
-    """``course/submitted/`` exists and holds something."""
+def require_submissions(course: Path, assignment: str, purpose: str = "to grade", empty_ok: bool = False) -> None:
+    """``course/submitted/`` exists and (unless ``empty_ok``: the command says so itself) holds something."""
     submitted = course / "submitted"
     if not submitted.is_dir():
         raise UsageError(f"{course} has no submitted/ folder, so there is nothing {purpose}. Put each "
                          f"student's files in {submitted}/<student>/{assignment}/ {SEE_A_COURSE}.")
-    if not any(not p.name.startswith(".") for p in submitted.iterdir()):
+    if not empty_ok and not any(not p.name.startswith(".") for p in submitted.iterdir()):
         raise UsageError(f"{submitted} is empty: there is nothing {purpose}. Each student's files go in "
                          f"{submitted}/<student>/{assignment}/.")
 

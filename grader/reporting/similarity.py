@@ -367,7 +367,7 @@ def _check_course(course: Path, assignment: str, top: int) -> None:
         raise UsageError(f"--top must be a whole number of pairs, 1 or more (got {top!r}).")
     require_assignment_name(assignment)
     require_course_folder(course, assignment)
-    require_submissions(course, assignment, purpose="to compare")
+    require_submissions(course, assignment, purpose="to compare", empty_ok=True)  # (it names "no submissions")
 
 
 def _read_cohort(course: Path, assignment: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
