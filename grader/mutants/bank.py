@@ -21,7 +21,6 @@ FINGERPRINTS = {"cka": cka.fingerprint, "pooling": pooling.fingerprint, "siamese
                 "retrieval": retrieval.fingerprint}
 
 
-
 @dataclass(frozen=True)
 class Entry:
     """One mutant or variant of the bank."""

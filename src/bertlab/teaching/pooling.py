@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from bertlab.teaching.records import Mistake
 
 #: What a wrong value most often means: the idea to reread (``bertlab check``'s hint).
@@ -73,6 +71,8 @@ def pooling_gradients(pool, hidden_states, attention_mask) -> dict:
          "has_graph": the output carries autograd history,
          "grad": [B, T, D] gradient of the output's sum with respect to hidden_states (None if none)}
     """
+    import torch  # (here, not at the top: bertlab check's process never needs torch)
+
     states = hidden_states.detach().clone().requires_grad_(True)
     report = {"output": "", "pooled": None, "has_graph": False, "grad": None}
     with torch.enable_grad():
