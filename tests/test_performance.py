@@ -147,13 +147,13 @@ def test_the_protocol_digest_covers_the_reference_and_the_suite(monkeypatch, tmp
     course's kept timings are set aside; the same files give the same digest."""
     import shutil
 
-    from bertlab_grader.core import locations as kit
+    from bertlab_grader.core import locations
 
     before = timing_record.protocol_digest()
     for attribute, edited in (("REFERENCE_DIR", "cka.py"), ("SUITES_DIR", "test_hidden_performance.py")):
         copy = tmp_path / attribute
-        shutil.copytree(getattr(kit, attribute), copy, ignore=shutil.ignore_patterns("__pycache__"))
-        monkeypatch.setattr(kit, attribute, copy)
+        shutil.copytree(getattr(locations, attribute), copy, ignore=shutil.ignore_patterns("__pycache__"))
+        monkeypatch.setattr(locations, attribute, copy)
         assert timing_record.protocol_digest() == before, f"an unchanged copy of {attribute}"
         (copy / edited).write_text((copy / edited).read_text() + "\n# changed\n")
         assert timing_record.protocol_digest() != before, f"{edited} is not part of the digest"

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Optional
 
 from bertlab.errors import ReportedError, UsageError
-from bertlab_grader.core import locations as kit
+from bertlab_grader.core import locations
 from bertlab_grader.export.gradescope.autograder import SETTINGS_FILE, VISIBILITIES
 from bertlab_grader.core.locations import GRADESCOPE_DIR, WHEEL_SOURCES
 
@@ -81,8 +81,8 @@ def download_command(wheelhouse: Path, kit_wheel: Path, python_version: str = TA
 def build_kit_wheel(out: Path) -> Path:
     """The wheel of the kit running this: built from its checkout, or repacked from its installed files."""
     out.mkdir(parents=True, exist_ok=True)
-    if kit.CHECKOUT is not None:
-        return _wheel_from_checkout(kit.CHECKOUT, out)
+    if locations.CHECKOUT is not None:
+        return _wheel_from_checkout(locations.CHECKOUT, out)
     return repack_installed(metadata.distribution("bertlab"), out)
 
 

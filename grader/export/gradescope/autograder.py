@@ -334,7 +334,7 @@ def run(root: Path) -> int:
 
 
 def _grade(root: Path, settings: dict, upload: Upload, started: float) -> int:
-    from bertlab_grader.core import locations as kit
+    from bertlab_grader.core import locations
     from bertlab_grader.course import grade_one
     from bertlab_grader.course.results import format_gradebook
     from bertlab_grader.course.submissions import read_submission_sources
@@ -344,8 +344,8 @@ def _grade(root: Path, settings: dict, upload: Upload, started: float) -> int:
     notes = list(upload.notes)
     if unsafe:
         print(f"WARNING: {why}: grading WITHOUT the sandbox (--unsafe-no-sandbox).", flush=True)
-        if os.geteuid() == 0 and kit.CHECKOUT is None:
-            locked = lock_hidden_files(kit.PACKAGE_DIR, root / "source")
+        if os.geteuid() == 0 and locations.CHECKOUT is None:
+            locked = lock_hidden_files(locations.PACKAGE_DIR, root / "source")
             print(f"  locked away from student code: {', '.join(p.name for p in locked)}", flush=True)
         notes.append("Note: graded without the kit's bubblewrap sandbox, which cannot run in this "
                      "container (recorded as sandboxed: false).")
