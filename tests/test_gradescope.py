@@ -338,7 +338,7 @@ def test_lock_hidden_files_leaves_the_worker_what_it_imports(tmp_path):
     from bertlab_grader.core.locations import PACKAGE_DIR, SANDBOX_INSIDE_DIR
 
     assert gradescope.WORKER_NEEDS == (SANDBOX_INSIDE_DIR.relative_to(PACKAGE_DIR).as_posix(),)
-    assert launcher.WORKER.parent == SANDBOX_INSIDE_DIR
+    assert launcher.SERVER_FILE.parent == SANDBOX_INSIDE_DIR
 
     package, source = tmp_path / "bertlab_grader", tmp_path / "source"
     for folder in (package / "sandbox" / "inside", package / "hidden", package / "solutions", package / "course",

@@ -615,7 +615,7 @@ def big_block_is_on_the_heap():
 
 def test_timed_code_allocates_on_a_steady_footing_on_both_sides(sb):
     """The performance task pins glibc's malloc thresholds in the sandbox (its environment) and in the
-    grader (performance.steady_allocator): a buffer of megabytes then comes from the heap on both
+    grader (sandbox/malloc_pin.py steady_allocator, called by performance/timing.py): a buffer of megabytes then comes from the heap on both
     sides, instead of fresh pages whose faults depend on each process's history (docs/hidden-suites.md,
     "Where the spread comes from")."""
     from bertlab_grader.sandbox.malloc_pin import steady_allocator

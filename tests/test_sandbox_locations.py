@@ -67,7 +67,7 @@ from pathlib import Path
 
 kit, submission = Path(sys.argv[1]), Path(sys.argv[2])
 import bertlab_grader, bertlab
-from bertlab_grader.authoring.stubs import strip_fences
+from bertlab_grader.core.fences import strip_fences
 from bertlab_grader.sandbox.launcher import Sandbox
 
 # The copy is what runs, not the checkout the test suite came from.
@@ -93,12 +93,6 @@ def _venv(path: Path) -> Path:
     as a course would make one on top of its machine's packages (tests/venvs.py: a ``.pth`` line,
     not ``--system-site-packages``, since the tests themselves may run in a virtualenv)."""
     return make_venv(path, this_site_packages()) / "python"
-
-
-def _install(python: Path, source: Path, editable: bool) -> None:
-    """``pip install [-e] source`` into the venv of ``python`` (tests/venvs.py: no dependencies, the
-    venv borrows them; this interpreter's pip and build backend)."""
-    install_source(python.parent, source, editable)
 
 
 def _submission(folder: Path) -> None:
@@ -139,13 +133,13 @@ def layout(request):
         if venv == "installed":  # the packages themselves in the venv's site-packages; no checkout
             python = _venv(base / "venv")
             source = copy_kit_sources(base / "source")
-            _install(python, source, editable=False)
+            install_source(python.parent, source, editable=False)
             shutil.rmtree(source)
             kit = venv_purelib(python.parent)
         else:
             copy_kit_sources(kit)
             python = _venv({"course": course / ".venv", "kit": kit / ".venv"}.get(venv, base / "venv"))
-            _install(python, kit, editable=True)
+            install_source(python.parent, kit, editable=True)
         yield {"python": python, "kit": kit, "submission": submission, "course": course, "venv": venv}
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
-from bertlab_grader.core.locations import WHEEL_SOURCES as SOURCE_FILES  # noqa: E402  (what building the wheel reads)
+from bertlab_grader.core.locations import WHEEL_SOURCES  # noqa: E402  (what building the wheel reads)
 OWN = re.compile(r"^(bertlab|bertlab_grader|bertlab_student|__editable__\.bertlab|__editable___bertlab)", re.I)
 
 
@@ -107,7 +107,7 @@ def copy_kit_sources(source: Path) -> Path:
     """A copy of what building the kit reads (its checkout minus tests, tools, benchmarks) at ``source``:
     a copy, since building in place would leave build/ and egg-info in the checkout."""
     source.mkdir(parents=True, exist_ok=True)
-    for name in SOURCE_FILES:
+    for name in WHEEL_SOURCES:
         path = KIT_ROOT / name
         if path.is_dir():
             shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))

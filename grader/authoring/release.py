@@ -46,7 +46,7 @@ from typing import Callable, Iterator
 from bertlab.errors import UsageError
 from bertlab_grader.core.locations import (KIT_ROOT)
 
-from bertlab_grader.authoring.bundle import (  # noqa: F401  (the bundle's names, for the command's callers)
+from bertlab_grader.authoring.bundle import (  # noqa: F401  (the bundle's names its callers read here)
     BUNDLE_DISTRIBUTION, BUNDLE_MARKER, STUDENT_README, _files, build_bundle, bundle_manifest, file_sha256)
 from bertlab_grader.authoring.leak_scan import scan_bundle, solution_fingerprints  # noqa: F401
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bertlab.tasks import EXERCISE_MODULES  # noqa: F401  (re-exported)
 
-from bertlab_grader.core.fences import BEGIN, END, FenceError, strip_fences  # noqa: F401  (re-exported)
+from bertlab_grader.core.fences import BEGIN, END, FenceError  # noqa: F401  (FenceError: what make_stub raises)
 from bertlab_grader.core.locations import reference_sources
 _DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
 _BANNER = (

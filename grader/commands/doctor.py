@@ -36,9 +36,9 @@ def _check_model() -> tuple[str, str]:
 
 def _check_course(course: Path, assignment: str, db_url: Optional[str]) -> tuple[str, str]:
     from bertlab_grader.course.nbgrader_course import scan_submitted
-    from bertlab_grader.course.runner import check_course
+    from bertlab_grader.course.preconditions import check_course_for_grading
 
-    check_course(course, assignment, db_url)
+    check_course_for_grading(course, assignment, db_url)
     submissions, layout = scan_submitted(course, assignment)
     text = f"{course}: {len(submissions)} submission(s) of {assignment}"
     if layout:

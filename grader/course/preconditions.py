@@ -43,22 +43,22 @@ def require_submissions(course: Path, assignment: str, purpose: str = "to grade"
 
 def require_known_assignment(course: Path, assignment: str, db_url: str | None) -> None:
     """The course knows ``assignment`` (its source notebook or its gradebook), and the gradebook opens."""
-    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.course.config import CourseError, check_gradebook, known_assignments
 
-    known = nbcourse.known_assignments(course, db_url)
+    known = known_assignments(course, db_url)
     if assignment not in known:
         listed = ", ".join(sorted(known)) if known else "none"
         raise UsageError(f"unknown assignment {assignment!r}: this course knows {listed}. "
                          "Pass one of them with --assignment (nothing was changed).")
     try:
-        nbcourse.check_gradebook(course, db_url)
-    except nbcourse.CourseError as exc:
+        check_gradebook(course, db_url)
+    except CourseError as exc:
         raise UsageError(str(exc)) from None
 
 
 def require_graded_assignment(course: Path, assignment: str, db_url: str | None) -> None:
     """The gradebook can be read and holds ``assignment`` (something was graded there)."""
-    from bertlab_grader.course.nbgrader_course import gradebook_assignments
+    from bertlab_grader.course.config import gradebook_assignments
 
     try:
         known = gradebook_assignments(course, db_url)

@@ -47,10 +47,11 @@ from pathlib import Path
 from bertlab.fileio import atomic_write_text
 from bertlab_grader.core.failures import GraderFailure, UsageError
 
-from bertlab_grader.course.pool import (  # noqa: F401  (the run's engine; tests stand in for parts)
-    MAX_ATTEMPTS, SANDBOX_UID_BASE, SUBMISSION_DEADLINE_S, RunStopped, _check_sandbox, _context, _pool_results,
-    default_workers, open_sandbox, start_workers, stop_workers)
-from bertlab_grader.course.results import format_gradebook, task_scores  # noqa: F401
+from bertlab_grader.course.pool import (RunStopped, _check_sandbox, _pool_results, default_workers, start_workers,
+                                        stop_workers)
+from bertlab_grader.course.pool import _context  # noqa: F401  (tests start their own workers with it)
+from bertlab_grader.course.preconditions import check_course_for_grading
+from bertlab_grader.course.results import format_gradebook
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -141,14 +142,6 @@ def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
     return path
 
 
-def check_course(course: Path, assignment: str, db_url: str | None):
-    """Everything that can be checked before anything is written (course/preconditions.py): raises
-    UsageError (one line) and changes nothing."""
-    from bertlab_grader.course.preconditions import check_course_for_grading
-
-    check_course_for_grading(course, assignment, db_url)
-
-
 def grade_course(course: Path, assignment: str = "week7", workers: int | None = None,
                  db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
                  unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True) -> int:
@@ -174,7 +167,7 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     from bertlab_grader.grading.scoring import max_points_by_task
 
     course = Path(course).resolve()
-    check_course(course, assignment, db_url)
+    check_course_for_grading(course, assignment, db_url)
     start = time.monotonic()
     submissions, layout = nbcourse.scan_submitted(course, assignment)
     summary = RunSummary(layout=layout)

@@ -66,8 +66,7 @@ EDGE_MARGIN = 1.25
 EXTRA_PAIRS = 48
 
 from bertlab_grader.sandbox.inside.copies import fresh_copy as _fresh_copy  # noqa: E402  (the student's side copies by it too)
-from bertlab_grader.sandbox.malloc_pin import (MMAP_THRESHOLD, STEADY_MALLOC_ENV,  # noqa: E402,F401
-                                              TRIM_THRESHOLD, steady_allocator)
+from bertlab_grader.sandbox.malloc_pin import steady_allocator  # noqa: E402
 
 
 @dataclass

@@ -37,25 +37,23 @@ import weakref
 from pathlib import Path
 from typing import Iterable, Optional
 
-from bertlab_grader.sandbox.inside import rpc
 from bertlab_grader.core.locations import KIT_ROOT, SANDBOX_INSIDE_DIR
+from bertlab_grader.sandbox.bubblewrap import (
+    SandboxError, SandboxUnavailable, _binary_key, _bwrap_checked, _find_bwrap, _namespace_args, _sandbox_python,
+    _trial_run, _unavailable, bubblewrap_status)
+from bertlab_grader.sandbox.inside import rpc
 from bertlab_grader.sandbox.malloc_pin import STEADY_MALLOC_ENV
-from bertlab_grader.sandbox.remote import (RemoteImplementation)
-
-from bertlab_grader.sandbox.bubblewrap import (  # noqa: F401  (re-exported: the sandbox's public names)
-    BWRAP_CANDIDATES, INSTALL_HINT, NAMESPACE_HINT, SandboxError, SandboxUnavailable, _binary_key, _bwrap_checked,
-    _find_bwrap, _first_line, _namespace_args, _sandbox_python, _trial_run, _unavailable, bubblewrap_status)
-from bertlab_grader.sandbox.mounts import (  # noqa: F401
-    ALWAYS_HIDDEN, SECRET_PACKAGES, _exists, _make_parents, _mode_allows_others, _mount_plan, _package_dir,
-    _python_dirs, _site_dirs, _under, _world_traversable)
-from bertlab_grader.sandbox.output import OUTPUT_HEAD, OUTPUT_TAIL, _Output  # noqa: F401
-from bertlab_grader.sandbox.session import Session, Stashed, _Child, _ChildGone, _TemplateFailed  # noqa: F401
+from bertlab_grader.sandbox.mounts import (
+    ALWAYS_HIDDEN, SECRET_PACKAGES, _exists, _mode_allows_others, _mount_plan, _package_dir, _python_dirs,
+    _site_dirs, _under, _world_traversable)
+from bertlab_grader.sandbox.remote import RemoteImplementation
+from bertlab_grader.sandbox.session import Session, Stashed, _TemplateFailed
 
 #: The sandboxed server, as the sandbox imports it: the folder sandbox/inside/ (SANDBOX_INSIDE_DIR) is
 #: shown alone, under this package name, in a folder of the sandbox's own (``_inside_root``).
 INSIDE_PACKAGE = "bertlab_sandbox"
 SERVER_MODULE = f"{INSIDE_PACKAGE}.server"
-WORKER = SANDBOX_INSIDE_DIR / "server.py"
+SERVER_FILE = SANDBOX_INSIDE_DIR / "server.py"
 FALLBACK_WARNING = ("WARNING: bubblewrap not available: student code runs with rlimits only, NOT isolated "
                     "from the filesystem or network (--unsafe-no-sandbox). Install it: apt-get install bubblewrap")
 NOBODY = 65534
@@ -252,7 +250,7 @@ class Sandbox:
             return None
         if self.isolated:
             return self.uid  # the sandbox shows the Python install through world-readable mounts
-        needed = [Path(os.path.realpath(sys.executable)), WORKER, *self._kit_parts()[0]]
+        needed = [Path(os.path.realpath(sys.executable)), SERVER_FILE, *self._kit_parts()[0]]
         return self.uid if all(_world_traversable(p.parent) for p in needed) else None
 
     # ---- the template process

@@ -277,21 +277,18 @@ def lock_hidden_files(package_dir: Path, source: Path) -> list[Path]:
     zip's files (``source``: the wheels hold the hidden suites) and the installed instructor package
     unreadable to it, except what the sandboxed server imports (``WORKER_NEEDS``). Returns what was locked."""
     locked = []
-    needed = [Path(name).parts for name in WORKER_NEEDS]
+    keep = {package_dir / name for name in WORKER_NEEDS}
+    on_the_way = {folder for path in keep for folder in path.parents if package_dir in folder.parents}
+    targets = [source]
 
-    def lockable(folder: Path, depth: int) -> list[Path]:
-        """The entries of ``folder`` that are neither needed nor on the way to something needed."""
-        out = []
+    def collect(folder: Path) -> None:  # everything but what the server needs and the folders leading to it
         for path in sorted(folder.iterdir()):
-            on_the_way = [parts for parts in needed if len(parts) > depth and parts[depth] == path.name
-                          and parts[:depth] == path.relative_to(package_dir).parts[:depth]]
-            if not on_the_way:
-                out.append(path)
-            elif all(len(parts) > depth + 1 for parts in on_the_way) and path.is_dir():
-                out += lockable(path, depth + 1)
-        return out
+            if path in on_the_way:
+                collect(path)
+            elif path not in keep:
+                targets.append(path)
 
-    targets = [source] + lockable(package_dir, 0)
+    collect(package_dir)
     for path in targets:
         if path.exists() and not path.is_symlink():
             mode = stat.S_IMODE(path.stat().st_mode)

@@ -19,16 +19,12 @@ or a pasted report stays readable. Exit status: 0 only when every selected task 
 """
 
 # The command lives in a package of one job per module (events.py: the child's plugin; run.py: the
-# parent that runs and follows it; hints.py; display.py; command.py). This door re-exports them.
-from bertlab.check.events import (  # noqa: F401
-    CODE_ENV, DEFAULT_TEST_TIMEOUT, PUBLIC_TESTS, PUBLIC_TESTS_CONFIG, REPORT_ENV, TIMEOUT_ENV,
-    _EventWriter, _failure_message, _stub_fields, _student_location, _task_of, pytest_configure)
+# parent that runs and follows it; hints.py; display.py; command.py). This door re-exports their
+# public names.
+from bertlab.check.command import run_check  # noqa: F401
+from bertlab.check.display import PlainDisplay, RichDisplay, _use_rich  # noqa: F401
+from bertlab.check.events import PUBLIC_TESTS, TIMEOUT_ENV, _stub_fields  # noqa: F401
+from bertlab.check.hints import concept_page, hint_for, next_step, next_task  # noqa: F401
 from bertlab.check.run import (  # noqa: F401
-    FAILED, NO_TESTS, NOT_RUN, NOT_STARTED, PASSED, CheckRun, TaskReport, TestResult, _Follower,
-    _exit_status, _kill, _read_new_lines, _settle, child_command, run_public_tests, summarise_events)
-from bertlab.check.hints import (  # noqa: F401
-    _IMPORT_ERROR, _MESSAGE_MISTAKES, _TASK_IDEA, concept_page, hint_for, next_step, next_task)
-from bertlab.check.display import (  # noqa: F401
-    PlainDisplay, RichDisplay, _MARK, _indent, _mark, _use_rich, failure_details)
-from bertlab.check.command import (  # noqa: F401
-    run_check)
+    FAILED, NO_TESTS, NOT_RUN, NOT_STARTED, PASSED, CheckRun, TaskReport, TestResult, child_command, run_public_tests,
+    summarise_events)

@@ -71,7 +71,7 @@ def pooling_gradients(pool, hidden_states, attention_mask) -> dict:
          "has_graph": the output carries autograd history,
          "grad": [B, T, D] gradient of the output's sum with respect to hidden_states (None if none)}
     """
-    import torch  # (here, not at the top: bertlab check's process never needs torch)
+    import torch  # here, not at the top: bertlab check's own process never needs it
 
     states = hidden_states.detach().clone().requires_grad_(True)
     report = {"output": "", "pooled": None, "has_graph": False, "grad": None}

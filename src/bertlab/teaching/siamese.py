@@ -75,7 +75,7 @@ def siamese_gradients(sbert, encoder, ids_a, mask_a, ids_b, mask_b) -> dict:
          "reached", "trainable": how many of the encoder's trainable parameter tensors got a non-zero
                                  gradient, out of how many there are}
     """
-    import torch  # (here, not at the top: bertlab check's process never needs torch)
+    import torch  # here, not at the top: bertlab check's own process never needs it
 
     parameters = [p for p in encoder.parameters() if p.requires_grad]
     embeddings = encoder.get_input_embeddings().weight
@@ -109,7 +109,7 @@ def siamese_gradients(sbert, encoder, ids_a, mask_a, ids_b, mask_b) -> dict:
 
 def _exclusive_tokens(ids: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     """The token ids in ``ids`` that never occur in ``other`` (1-D, sorted)."""
-    import torch  # (here, not at the top: bertlab check's process never needs torch)
+    import torch  # here, not at the top: bertlab check's own process never needs it
 
     mine, theirs = torch.unique(ids), torch.unique(other)
     return mine[~torch.isin(mine, theirs)]
@@ -122,7 +122,7 @@ def disjoint_pair_batch(seed: int, batch: int = 4, vocab: int = 30522):
     start with [CLS] (101), end with [SEP] (102) and are padded with [PAD] (0) to different lengths.
     Returns ((ids_a [batch, Ta], mask_a), (ids_b [batch, Tb], mask_b)), int64.
     """
-    import torch  # (here, not at the top: bertlab check's process never needs torch)
+    import torch  # here, not at the top: bertlab check's own process never needs it
 
     g = torch.Generator().manual_seed(seed)
     first, middle = 1000, (1000 + vocab) // 2
