@@ -27,7 +27,8 @@ def _cmd_grade(args) -> int:
 
     return grade_course(Path(args.course), assignment=args.assignment, workers=args.workers, db_url=args.db_url,
                         regrade=args.regrade or (), regrade_all=args.regrade_all,
-                        unsafe_no_sandbox=args.unsafe_no_sandbox, retime=args.retime)
+                        unsafe_no_sandbox=args.unsafe_no_sandbox, retime=args.retime,
+                        scheduler=args.scheduler, cluster=args.cluster)
 
 
 def _cmd_grade_one(args) -> int:
@@ -40,6 +41,10 @@ def _cmd_grade_one(args) -> int:
 def _cmd_doctor(args) -> int:
     from bertlab_grader.commands.doctor import run_doctor
 
+    if args.scheduler:
+        from bertlab_grader.commands.doctor import run_cluster_doctor
+
+        return run_cluster_doctor(args.scheduler, assignment=args.assignment)
     return run_doctor(Path(args.course) if args.course else None, assignment=args.assignment, db_url=args.db_url,
                       preflight=not args.no_preflight)
 
@@ -91,6 +96,12 @@ def register(sub) -> None:
     p.add_argument("--retime", action="store_true",
                    help="time every submission graded now again, instead of reusing the speed measured "
                         "for identical files (COURSE/.bertlab/timings-<assignment>.json)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="grade on the Dask workers of this scheduler (tcp://HOST:PORT or tls://...; "
+                            "pip install 'bertlab[cluster]'; docs/cluster.md)")
+    where.add_argument("--cluster", metavar="local:N", default=None,
+                       help="start a local Dask cluster of N worker processes for this run (127.0.0.1 only)")
     _grading_flags(p)
     p.set_defaults(func=_cmd_grade)
 
@@ -107,6 +118,9 @@ def register(sub) -> None:
     p.add_argument("--assignment", default="week7")
     p.add_argument("--db-url", default=None, help="gradebook SQLAlchemy URL (default: the course's nbgrader config)")
     p.add_argument("--no-preflight", action="store_true", help="skip grading the reference in the sandbox (~20 s)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="instead, check every Dask worker of this scheduler (bubblewrap, the model, a preflight) "
+                        "and name each one that cannot grade")
     p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("release", help="[instructor] write the student bundle (no solutions, hidden tests or mutants)")

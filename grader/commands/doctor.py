@@ -10,6 +10,7 @@ Checks, in the order a failure would matter:
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -98,4 +99,47 @@ def run_doctor(course: Optional[Path] = None, assignment: str = "week7", db_url:
         statuses.append(_run("preflight", _check_preflight))
     failed = statuses.count(FAIL)
     print(f"{'all checks passed' if not failed else f'{failed} check(s) failed'}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def run_cluster_doctor(scheduler: str, assignment: str = "week7", wait_s: Optional[float] = None) -> int:
+    """`bertlab doctor --scheduler ADDRESS`: set the grader up on every Dask worker of that scheduler,
+    as a run would (bubblewrap, the model, a preflight), and print one line per worker; 0 when every
+    worker can grade, 1 when one cannot or none is there. An unreachable scheduler is a UsageError (2)."""
+    from bertlab_grader.cluster import worker_setup
+    from bertlab_grader.cluster.connect import dask_client
+    from bertlab_grader.cluster.dispatch import ClusterGrading
+
+    wait_s = float(os.environ.get("BERTLAB_CLUSTER_WAIT_S", 300)) if wait_s is None else wait_s
+    start = time.monotonic()
+    with dask_client(scheduler=scheduler) as client:
+        grading = ClusterGrading(client, assignment, hide=[], unsafe_no_sandbox=False, quiet=True)
+        grading.start()
+        try:
+            while True:  # until no worker is still warming up (or the wait is over)
+                census = grading.census()
+                warming = [a for a, s in census.items() if s["state"] in (worker_setup.WARMING, "none")]
+                if census and not warming or time.monotonic() - start > wait_s:
+                    break
+                time.sleep(1.0)
+        finally:
+            grading.close()
+    if not census:
+        print(f"{FAIL:<5} {'workers':<10} the scheduler at {scheduler} has no workers: start some with "
+              f"`dask worker {scheduler} --nthreads 1` (docs/cluster.md)", flush=True)
+        return 1
+    failed = 0
+    for address, status in sorted(census.items()):
+        ok = status["state"] == worker_setup.READY and status["resource"] >= 1
+        if status["state"] in (worker_setup.WARMING, "none"):
+            text = f"still setting up after {wait_s:g} s (BERTLAB_CLUSTER_WAIT_S)"
+        elif ok:
+            text = "; ".join(f"{name} {state}" for name, state, _ in status["steps"])
+        else:
+            text = status["cause"] or "its set-up failed"
+        failed += not ok
+        print(f"{OK if ok else FAIL:<5} {address} ({status.get('host')}): {text}", flush=True)
+        for name, state, detail in status["steps"]:
+            print(f"        {state:<4} {name:<10} {detail}", flush=True)
+    print(f"{len(census) - failed} of {len(census)} Dask worker(s) can grade", file=sys.stderr)
     return 1 if failed else 0

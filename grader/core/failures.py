@@ -10,10 +10,21 @@ next run grades it again.
 
 from __future__ import annotations
 
+import os
+
 from bertlab.errors import ReportedError, UsageError
 
-__all__ = ["GraderFailure", "UsageError"]
+__all__ = ["GraderFailure", "RunStopped", "UsageError", "SUBMISSION_DEADLINE_S", "MAX_ATTEMPTS"]
+
+# When a fault becomes "not graded because of the grader" (the local runner and a Dask cluster alike):
+SUBMISSION_DEADLINE_S = float(os.environ.get("BERTLAB_SUBMISSION_DEADLINE_S", 600))  # whole suite, one student
+MAX_ATTEMPTS = 2  # a submission whose grader worker dies is tried once more, then reported (not graded)
 
 
 class GraderFailure(ReportedError, RuntimeError):
     """The grader (not the submission) failed (exit code 1); ``str(exc)`` is the cause, for the instructor only."""
+
+
+class RunStopped(GraderFailure):
+    """The whole run stopped (a failed preflight, a sandbox that cannot start, a cluster gone): what
+    finished is recorded, the rest is named as not graded."""

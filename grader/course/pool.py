@@ -13,12 +13,10 @@ import time
 from multiprocessing.connection import wait
 from pathlib import Path
 
-from bertlab_grader.core.failures import GraderFailure
+from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
+from bertlab_grader.core.locations import KIT_ROOT
 
-from bertlab_grader.core.locations import KIT_ROOT  # noqa: E402
-SUBMISSION_DEADLINE_S = float(os.environ.get("BERTLAB_SUBMISSION_DEADLINE_S", 600))  # whole suite, one student
 SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
-MAX_ATTEMPTS = 2  # a submission whose grader worker dies is tried once more, then reported (not graded)
 
 
 def default_workers() -> int:
@@ -155,10 +153,6 @@ def start_workers(n: int, hide: list[str], assignment: str, unsafe_no_sandbox: b
     timing_gate.install(gate, timing_gate.NO_ONE)
     where = str(timings) if timings is not None else None
     return [_Worker(ctx, hide, assignment, slot, unsafe_no_sandbox, gate, where) for slot in range(n)]
-
-
-class RunStopped(GraderFailure):
-    """The whole run stopped before grading (a failed preflight, a sandbox that cannot start)."""
 
 
 def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment: str, unsafe_no_sandbox: bool):

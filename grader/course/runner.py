@@ -37,6 +37,7 @@ graded because of the grader; 2 a usage or course-layout error (nothing was chan
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -80,6 +81,8 @@ class RunSummary:
     stale: set[str] = field(default_factory=set)            # not graded now, an earlier result still stands
     layout: list = field(default_factory=list)              # bertlab_grader.course.submissions.LayoutProblem
     stopped: str | None = None                              # the whole run stopped: why
+    retried: list[str] = field(default_factory=list)        # on a cluster: started again after a worker died
+    unfit_workers: dict[str, str] = field(default_factory=dict)  # on a cluster: worker address -> why it cannot grade
 
     @property
     def exit_code(self) -> int:
@@ -107,6 +110,13 @@ class RunSummary:
             if student in self.stale:
                 first += " [their earlier result, for files that have since changed, stands until then]"
             lines.append(f"    {student}: {first}")
+        if self.retried:
+            lines.append(f"  started again on another Dask worker after theirs stopped (each recorded once): "
+                         f"{len(self.retried)} ({names(self.retried)})")
+        if self.unfit_workers:
+            lines.append(f"  Dask workers that could not grade (they graded nothing): {len(self.unfit_workers)}")
+            for address, cause in sorted(self.unfit_workers.items()):
+                lines.append(f"    {address}: {cause.strip().splitlines()[0] if cause.strip() else cause}")
         if self.layout:
             lines.append(f"  folders under submitted/ holding no submission (not graded): {len(self.layout)}")
             for problem in self.layout:
@@ -125,7 +135,8 @@ def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
 
     Format: {"assignment", "finished" (ISO 8601, UTC), "graded", "regraded", "unchanged": [student ids],
     "not_graded": {student: cause}, "stale": [ids whose earlier result still stands],
-    "layout_problems": [{"folder", "found", "expected"}], "stopped": why the run stopped, or null}."""
+    "layout_problems": [{"folder", "found", "expected"}], "stopped": why the run stopped, or null,
+    "retried": [ids started again on another Dask worker], "unfit_workers": {Dask worker address: cause}}."""
     from dataclasses import asdict
     from datetime import datetime, timezone
 
@@ -135,7 +146,8 @@ def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
         "graded": sorted(summary.graded), "regraded": sorted(summary.regraded),
         "unchanged": sorted(summary.unchanged), "not_graded": dict(sorted(summary.not_graded.items())),
         "stale": sorted(summary.stale), "layout_problems": [asdict(p) for p in summary.layout],
-        "stopped": summary.stopped,
+        "stopped": summary.stopped, "retried": sorted(summary.retried),
+        "unfit_workers": dict(sorted(summary.unfit_workers.items())),
     }
     path = last_run_path(course, assignment)
     atomic_write_text(path, json.dumps(document, indent=1) + "\n")
@@ -144,18 +156,23 @@ def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
 
 def grade_course(course: Path, assignment: str = "week7", workers: int | None = None,
                  db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
-                 unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True) -> int:
+                 unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True,
+                 scheduler: str | None = None, cluster: str | None = None) -> int:
     """Grade every submission of ``assignment`` that is new or changed (or named by ``regrade``);
     record, export, feedback; print the gradebook and a summary. Returns the exit code (0, 1, 2;
-    see the module docstring). Raises UsageError for a usage or layout error, before any change."""
+    see the module docstring). Raises UsageError for a usage or layout error, before any change.
+    ``scheduler`` (a Dask scheduler's address) or ``cluster`` ("local:N"): grade on Dask workers
+    (grader/cluster/, docs/cluster.md) instead of this machine's worker pool."""
     summary = run_course(course, assignment, workers, db_url, quiet, regrade=regrade, regrade_all=regrade_all,
-                         unsafe_no_sandbox=unsafe_no_sandbox, retime=retime, keep_timings=keep_timings)
+                         unsafe_no_sandbox=unsafe_no_sandbox, retime=retime, keep_timings=keep_timings,
+                         scheduler=scheduler, cluster=cluster)
     return summary.exit_code
 
 
 def run_course(course: Path, assignment: str = "week7", workers: int | None = None,
                db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
-               unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True) -> RunSummary:
+               unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True,
+               scheduler: str | None = None, cluster: str | None = None) -> RunSummary:
     """``grade_course``, returning the RunSummary.
 
     Speed: each distinct submission is timed once and identical files reuse that measurement, kept in
@@ -186,9 +203,14 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
             summary.unchanged.append(s.student)
             continue
         (refused if s.error else todo).append(s)
-    workers = max(1, min(workers or default_workers(), len(todo))) if todo else 0
+    on_cluster = scheduler is not None or cluster is not None
+    workers = max(1, min(workers or default_workers(), len(todo))) if todo and not on_cluster else 0
     hide = _hidden_paths(course, db_url)
-    if todo:
+    stack = contextlib.ExitStack()
+    grading = None
+    if todo and on_cluster:  # connect first: an unreachable scheduler changes nothing (exit 2)
+        grading = _start_cluster(stack, scheduler, cluster, assignment, hide, unsafe_no_sandbox, quiet)
+    elif todo:
         _check_sandbox(unsafe_no_sandbox)
     # The gradebook set-up (several seconds of nbgrader) runs in a thread while the workers start: the
     # first start waits for the fork server's warm-up (torch, MiniLM, reference data), and each
@@ -209,7 +231,7 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
         if retime:
             timing_record.set_aside(course, assignment)
         timings = timing_record.record_path(course, assignment) if keep_timings else None
-        pool = start_workers(workers, hide, assignment, unsafe_no_sandbox, timings) if todo else []
+        pool = start_workers(workers, hide, assignment, unsafe_no_sandbox, timings) if todo and not grading else []
         preparing.join()
         if "error" in prepared:
             error = prepared["error"]
@@ -223,11 +245,17 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
                 _record(course, db_url, result, digests[s.student], summary)
 
             if not quiet:
-                print(f"Grading {len(todo)} submission(s) of {assignment} in {course} with {workers} worker(s); "
+                where = f"on the Dask cluster at {scheduler or cluster}" if grading else f"with {workers} worker(s)"
+                print(f"Grading {len(todo)} submission(s) of {assignment} in {course} {where}; "
                       f"{len(summary.unchanged)} unchanged since last grading.", file=sys.stderr)
             progress = _progress(len(todo), quiet)
+            if grading:
+                record = timing_record.TimingRecord(timings, timing_record.protocol_digest()) if timings else None
+                finishing = grading.results(todo, nbcourse.read_submission_sources, record)
+            else:
+                finishing = _pool_results(todo, pool, hide, assignment, unsafe_no_sandbox)
             try:
-                for submission, result, failure in _pool_results(todo, pool, hide, assignment, unsafe_no_sandbox):
+                for submission, result, failure in finishing:
                     if result is None:
                         summary.not_graded[submission.student] = failure
                     else:
@@ -242,6 +270,13 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
             progress.close()
     finally:
         stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
+        if grading:
+            summary.unfit_workers = dict(grading.unfit)
+        stack.close()  # the cluster: the plugin off the workers, the client (and a local cluster) closed
+        if grading:
+            summary.retried = grading.retried
+    if timings is not None and todo:
+        timing_record.compact(timings)
     elapsed = time.monotonic() - start
     # Graded before: the regraded ones, and (not graded now) those whose older result still stands.
     summary.regraded = [s for s in summary.graded if s in finished]
@@ -272,6 +307,29 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
             print(f"Results: {course}/autograded/<student>/{assignment}/results.json")
         print(summary.format())
     return summary
+
+
+def _start_cluster(stack: contextlib.ExitStack, scheduler, cluster, assignment, hide, unsafe_no_sandbox, quiet):
+    """Connect to the Dask cluster (SchedulerUnreachable, exit 2, before anything changed), put the
+    grader plugin on its workers (they warm up while the gradebook is set up), and make this host's
+    quiet room this process's timing gate (it records between timings, as the local runner does)."""
+    from bertlab_grader.cluster.connect import dask_client
+    from bertlab_grader.cluster.dispatch import ClusterGrading
+    from bertlab_grader.performance import gate as timing_gate
+    from bertlab_grader.performance.host_gate import HostGate
+
+    try:
+        client = stack.enter_context(dask_client(scheduler, cluster))
+        grading = ClusterGrading(client, assignment, hide, unsafe_no_sandbox, quiet)
+        stack.callback(grading.close)
+        grading.start()
+        gate = HostGate()
+        timing_gate.install(gate, timing_gate.NO_ONE)
+        stack.callback(lambda: (timing_gate.install(None, timing_gate.NO_ONE), gate.close()))
+    except BaseException:
+        stack.close()
+        raise
+    return grading
 
 
 def _record(course: Path, db_url: str | None, result: dict, digest: str, summary: RunSummary) -> None:

@@ -101,16 +101,39 @@ class TimingRecord:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
+    @property
+    def journal(self) -> Path:
+        """Measurements kept since the record was last compacted, one JSON line each: a store costs one
+        short append, not a rewrite of the whole record (a course of 10,000 distinct submissions)."""
+        return self.path.with_name(self.path.name + ".journal")
+
     def _read(self) -> dict:
-        """The record's submissions, or {} when there is none, it is unreadable, or another protocol wrote it."""
+        """The record's submissions, or {} when there is none, it is unreadable, or another protocol wrote
+        it; then the journal's lines of this protocol on top."""
+        submissions: dict = {}
         try:
             data = json.loads(self.path.read_text())
         except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("protocol") != self.protocol:
-            return {}
-        submissions = data.get("submissions")
-        return submissions if isinstance(submissions, dict) else {}
+            data = None
+        if isinstance(data, dict) and data.get("format") == FORMAT and data.get("protocol") == self.protocol \
+                and isinstance(data.get("submissions"), dict):
+            submissions = data["submissions"]
+        try:
+            lines = self.journal.read_text().splitlines()
+        except OSError:
+            lines = []
+        for line in lines:
+            try:
+                kept = json.loads(line)
+            except ValueError:  # a line cut short by a kill: that measurement is simply made again
+                continue
+            if isinstance(kept, dict) and kept.get("protocol") == self.protocol and isinstance(kept.get("entry"), dict):
+                submissions.setdefault(str(kept.get("submission")), {})[str(kept.get("name"))] = kept["entry"]
+        return submissions
+
+    def all_known(self) -> dict:
+        """{submission digest: {name: {"measured_at", "timing"}}}: the whole record, read once."""
+        return self._read()
 
     def get(self, name: str) -> Optional[dict]:
         """The kept measurement {"measured_at", "timing"} of ``name`` for this submission, or None."""
@@ -119,17 +142,65 @@ class TimingRecord:
             return entry
         return None
 
-    def put(self, name: str, timing: dict) -> None:
-        """Keep ``timing`` (plain numbers) as this submission's measurement of ``name``. Call it under
-        ``locked()``; written atomically."""
-        submissions = self._read()
-        submissions.setdefault(self.submission, {})[name] = {
-            "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "timing": timing}
-        data = {"format": FORMAT, "protocol": self.protocol, "submissions": submissions}
-        atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))  # (under the lock)
+    def known(self) -> dict:
+        """Every kept measurement of this submission: {name: {"measured_at", "timing"}} (plain data, as
+        the main process of a cluster run hands it to the worker that grades a copy)."""
+        entries = self._read().get(self.submission, {})
+        return {name: entry for name in entries if (entry := self.get(name)) is not None}
+
+    def put(self, name: str, timing: dict, measured_at: Optional[str] = None) -> None:
+        """Keep ``timing`` (plain numbers) as this submission's measurement of ``name``, made at
+        ``measured_at`` (default: now). Call it under ``locked()``: one line appended to the journal."""
+        entry = {"measured_at": measured_at or _now(), "timing": timing}
+        line = json.dumps({"protocol": self.protocol, "submission": self.submission, "name": name, "entry": entry},
+                          sort_keys=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.journal, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
+
+    def compact(self) -> None:
+        """Fold the journal into the record (written atomically), then drop it; at the end of a run."""
+        with self.locked():
+            if not self.journal.exists():
+                return
+            data = {"format": FORMAT, "protocol": self.protocol, "submissions": self._read()}
+            atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
+            self.journal.unlink()
 
 
-_current: Optional[TimingRecord] = None
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+class KnownTimings:
+    """A record of one submission held in memory: what a Dask worker grades with (grader/cluster/).
+
+    The main process keeps the course's ``TimingRecord`` and hands the worker the measurements it
+    already has for these files (``known``); whatever the worker measures anew lands in ``measured``,
+    goes back with the result, and the main process keeps it. Same interface as ``TimingRecord``."""
+
+    def __init__(self, known: Optional[Mapping] = None):
+        self.known_entries = {name: dict(entry) for name, entry in (known or {}).items()}
+        self.measured: dict = {}
+
+    def for_submission(self, submission: str) -> "KnownTimings":
+        return self
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        yield  # (one submission, one process: nothing to share)
+
+    def get(self, name: str) -> Optional[dict]:
+        entry = self.measured.get(name) or self.known_entries.get(name)
+        if isinstance(entry, dict) and isinstance(entry.get("timing"), dict) and entry["timing"].get("reference"):
+            return entry
+        return None
+
+    def put(self, name: str, timing: dict, measured_at: Optional[str] = None) -> None:
+        self.measured[name] = {"measured_at": measured_at or _now(), "timing": timing}
+
+
+_current = None  # TimingRecord or KnownTimings
 
 
 @contextlib.contextmanager
@@ -150,12 +221,23 @@ def current() -> Optional[TimingRecord]:
     return _current
 
 
+def compact(path: Path) -> None:
+    """At the end of a run: fold the journal of the record at ``path`` into it (lines another protocol
+    wrote are dropped with it)."""
+    path = Path(path)
+    if path.with_name(path.name + ".journal").exists():
+        TimingRecord(path, protocol_digest()).compact()
+
+
 def set_aside(course: Path, assignment: str) -> bool:
     """``--retime``: remove the course's record of ``assignment`` (every submission is timed again).
     Returns whether there was one."""
     path = record_path(course, assignment)
-    try:
-        path.unlink()
-        return True
-    except FileNotFoundError:
-        return False
+    removed = False
+    for kept in (path, path.with_name(path.name + ".journal")):
+        try:
+            kept.unlink()
+            removed = True
+        except FileNotFoundError:
+            pass
+    return removed
