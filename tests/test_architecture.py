@@ -40,6 +40,7 @@ ROOMS = [
     ("bertlab_grader.hidden", "the hidden suites with points (tests/hidden/)"),
     ("bertlab_grader.mutants", "the mutant bank: recipes applied to the solutions"),
     ("bertlab_grader.grading", "grading one submission: suite run and results, hints, preflight"),
+    ("bertlab_grader.cluster", "grading on a Dask cluster: the worker plugin, the task, the dispatcher"),
     ("bertlab_grader.course", "the nbgrader course: gradebook, results.json, submissions, worker pool, cohort run"),
     ("bertlab_grader.authoring", "stubs, the lesson notebook, the student bundle and its leak scan, the audit"),
     ("bertlab_grader.reporting", "after grading, for the instructor: the report, similar pairs"),

@@ -308,73 +308,20 @@ def test_non_default_sqlite_url_is_honoured(tmp_path):
     assert not (course / "gradebook.db").exists()
 
 
-def _postgres_bin() -> Path | None:
-    """Directory of PostgreSQL's server binaries (Debian's postgresql package), if installed."""
-    import glob
-    import shutil
-
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
-    if candidates:
-        return Path(candidates[0]).parent
-    found = shutil.which("initdb")
-    return Path(found).parent if found else None
-
-
 @pytest.fixture
-def postgres_url(tmp_path):
-    """A PostgreSQL gradebook URL: BERTLAB_TEST_DB_URL if set, else a throwaway server started here.
-
-    The server runs as an unprivileged user (PostgreSQL refuses root) on a Unix socket in a temp dir,
-    so nothing on the machine is touched. CI installs Debian's postgresql package for this test.
-    """
-    import shutil
-    import subprocess
-    import time
-
+def postgres_url():
+    """A PostgreSQL gradebook URL: BERTLAB_TEST_DB_URL if set, else a throwaway server started here
+    (tests/postgres_server.py). CI installs Debian's postgresql package for this test."""
     if os.environ.get("BERTLAB_TEST_DB_URL"):
         yield os.environ["BERTLAB_TEST_DB_URL"]
         return
-    bin_dir = _postgres_bin()
-    if bin_dir is None:
-        pytest.fail("PostgreSQL server binaries not found: apt-get install postgresql (CI does), "
-                    "or set BERTLAB_TEST_DB_URL to an existing database.")
-    import tempfile
+    from postgres_server import PostgresMissing, throwaway_postgres
 
-    # Not tmp_path: pytest's tmp folders are private to root, and the server runs as nobody.
-    root = Path(tempfile.mkdtemp(prefix="bertlab-pg-"))
-    data, sock = root / "pgdata", root / "pgsock"
-    sock.mkdir()
-    as_user = []
-    if os.geteuid() == 0:
-        as_user = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
-        for path in (root, sock):
-            shutil.chown(path, 65534, 65534)
-    subprocess.run(as_user + [str(bin_dir / "initdb"), "-D", str(data), "-U", "bertlab", "--auth=trust"],
-                   check=True, capture_output=True)
-    server = subprocess.Popen(as_user + [str(bin_dir / "postgres"), "-D", str(data), "-k", str(sock),
-                                         "-c", "listen_addresses=", "-p", "5499"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        url = f"postgresql+psycopg2://bertlab@/postgres?host={sock}&port=5499"
-        import sqlalchemy
-
-        for _ in range(100):  # wait for the server to accept connections
-            try:
-                sqlalchemy.create_engine(url).connect().close()
-                break
-            except Exception:
-                time.sleep(0.1)
-        yield url
-    finally:
-        import signal
-
-        server.send_signal(signal.SIGINT)  # "fast" shutdown: pooled client connections do not hold it up
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        shutil.rmtree(root, ignore_errors=True)
+        with throwaway_postgres() as url:
+            yield url
+    except PostgresMissing as exc:
+        pytest.fail(str(exc))
 
 
 def test_external_database_url(tmp_path, postgres_url):

@@ -10,6 +10,7 @@ not a missing one).
 from __future__ import annotations
 
 import contextlib
+import json
 import io
 import os
 import shutil
@@ -626,3 +627,34 @@ def test_timed_code_allocates_on_a_steady_footing_on_both_sides(sb):
     exec(HEAP_PROBE, namespace)
     assert steady_allocator() is True
     assert namespace["big_block_is_on_the_heap"]() is True, "the grader's malloc is not pinned"
+
+
+ENVIRONMENT_PROBE = '''
+import json, os, sys
+import torch
+
+
+def environment():
+    return json.dumps({"env": dict(os.environ), "torch_threads": torch.get_num_threads(),
+                       "hash_randomized": sys.flags.hash_randomization})
+'''
+
+
+def test_the_sandboxs_environment_does_not_depend_on_what_the_grader_inherited(sb, monkeypatch):
+    """A Dask nanny starts its workers with OMP/MKL/OPENBLAS_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_=65536
+    and a fixed PYTHONHASHSEED (docs/cluster.md): a sandbox started there must see what one started
+    anywhere else sees, or a timing (and a grade) would depend on where it ran."""
+    with sb.session({"cka.py": ENVIRONMENT_PROBE}) as impl:
+        plain = json.loads(impl.cka.environment())
+    for name, value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                        "MALLOC_TRIM_THRESHOLD_": "65536", "PYTHONHASHSEED": "6640"}.items():
+        monkeypatch.setenv(name, value)
+    as_under_a_nanny = Sandbox(kit_root=KIT)
+    try:
+        with as_under_a_nanny.session({"cka.py": ENVIRONMENT_PROBE}) as impl:
+            nanny = json.loads(impl.cka.environment())
+    finally:
+        as_under_a_nanny.close()
+    assert nanny == plain, (f"the sandbox's environment changed with the grader's: {sorted(set(nanny['env'].items()) ^ set(plain['env'].items()))}, "
+                            f"torch threads {nanny['torch_threads']} against {plain['torch_threads']}")
+    assert plain["env"]["MALLOC_TRIM_THRESHOLD_"] != "65536", "the sandbox's malloc pin was overridden"

@@ -95,3 +95,67 @@ def test_without_a_gate_both_are_free():
     with timing_gate.working():
         with timing_gate.exclusive() as waited:
             assert waited == 0.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# The host's quiet room (grader/performance/host_gate.py): the same rules for processes that share
+# nothing but the host, as the Dask workers of one machine.
+
+
+def _host_work_for(room, slot, seconds, events):
+    from bertlab_grader.performance.host_gate import HostGate
+
+    _work_for(HostGate(room), slot, seconds, events)
+
+
+def _host_time_for(room, slot, seconds, events):
+    from bertlab_grader.performance.host_gate import HostGate
+
+    _time_for(HostGate(room), slot, seconds, events)
+
+
+def _host_hold_forever(room, ready):
+    from bertlab_grader.performance.host_gate import HostGate
+
+    _hold_forever(HostGate(room), NO_ONE, ready)
+
+
+def test_the_host_gate_keeps_a_timing_alone_across_unrelated_processes(tmp_path):
+    ctx = mp.get_context("spawn")  # fresh interpreters: nothing shared but the folder
+    events = ctx.Queue()
+    busy = ctx.Process(target=_host_work_for, args=(tmp_path, 0, 1.5, events))
+    busy.start()
+    assert events.get(timeout=60)[0] == "work-start"
+    timer = ctx.Process(target=_host_time_for, args=(tmp_path, 1, 0.6, events))
+    timer.start()
+    time.sleep(1.0)  # the timer has started and waits for slot 0, with the door closed
+    late = ctx.Process(target=_host_work_for, args=(tmp_path, 2, 0.0, events))
+    late.start()
+    got = _collect(events, 5)
+    for p in (busy, timer, late):
+        p.join(60)
+    assert got[("time-start", 1)] >= got[("work-end", 0)], "the timing began while another process was working"
+    assert got[("work-start", 2)] >= got[("time-end", 1)], "a process started working during a timing"
+
+
+def test_a_killed_timer_leaves_the_host_gate_open(tmp_path):
+    from bertlab_grader.performance.host_gate import HostGate
+
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_host_hold_forever, args=(tmp_path, ready))
+    holder.start()
+    assert ready.wait(60)
+    os.kill(holder.pid, signal.SIGKILL)  # its flocks go with its process: nothing to forget
+    holder.join(30)
+    gate = HostGate(tmp_path)
+    timing_gate.install(gate, NO_ONE)
+    try:
+        start = time.monotonic()
+        with timing_gate.working():
+            with timing_gate.exclusive() as waited:
+                pass
+    finally:
+        timing_gate.install(None, NO_ONE)
+        gate.close()
+    assert time.monotonic() - start < 5 and waited < 5, "the host gate stayed shut after its timer was killed"

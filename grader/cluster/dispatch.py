@@ -63,6 +63,7 @@ class ClusterGrading:
         self.unfit: dict[str, str] = {}         # worker address -> why it cannot grade
         self.started: collections.Counter = collections.Counter()  # student -> gradings started
         self.registered = False
+        self.run_id = uuid.uuid4().hex
         self._finished = threading.Event()
 
     # -- the workers -------------------------------------------------------------------------------
@@ -79,7 +80,8 @@ class ClusterGrading:
         self.registered = False
         try:
             for _, event in self.client.get_events(cluster_task.EVENT_TOPIC):
-                self.started[event.get("student")] += 1
+                if isinstance(event, dict) and event.get("run") == self.run_id:  # (the scheduler keeps every run's)
+                    self.started[event.get("student")] += 1
         except Exception:  # noqa: BLE001 - the scheduler may be gone: the counts are only a report
             pass
         try:
@@ -209,7 +211,7 @@ class ClusterGrading:
                 future.cancel()
 
     def _submit(self, submission, sources: dict, known_timings: dict):
-        payload = json.dumps({"student": submission.student, "assignment": self.assignment,
+        payload = json.dumps({"student": submission.student, "assignment": self.assignment, "run": self.run_id,
                               "files": dict(sources), "known_timings": known_timings})
         key = f"bertlab-grade-{submission.student}-{uuid.uuid4().hex[:8]}"
         future = self.client.submit(cluster_task.grade_submission, payload, key=key, pure=False,

@@ -2,7 +2,7 @@
 
 The payload is JSON text made by the main process (grader/cluster/dispatch.py):
 
-    {"student": "alice", "assignment": "week7",
+    {"student": "alice", "assignment": "week7", "run": "<this run's id>",
      "files": {"cka.py": "<text>", ...},              # the submission's files, nothing of the course's paths
      "known_timings": {"masked_mean_pool": {"measured_at", "timing"}, ...}}   # identical files timed before
 
@@ -36,6 +36,12 @@ def grade_submission(payload: str) -> str:
     if grader is None or grader.state != worker_setup.READY:
         cause = grader.cause if grader is not None and grader.cause else "its grader is not ready"
         return json.dumps({"unfit": cause, "worker": worker.address})
-    worker.log_event(EVENT_TOPIC, {"student": job["student"], "worker": worker.address})
+    worker.log_event(EVENT_TOPIC, {"student": job["student"], "worker": worker.address, "run": job.get("run")})
     answer = grader.grade(job, timeout=SUBMISSION_DEADLINE_S)
     return json.dumps({**answer, "worker": worker.address})
+
+
+def echo(payload: str) -> str:
+    """The same trip as ``grade_submission`` with no grading: Dask's own cost per submission
+    (scheduling, transfer both ways), measured by benchmarks/cluster_scale.py."""
+    return json.dumps({"echo": len(payload)})

@@ -208,9 +208,8 @@ class GraderThread:
     def stop(self) -> None:
         self.state = CLOSED
         self._jobs.put(None)
-        self._thread.join(30)
-        if self._thread.is_alive():  # still warming up or grading: it closes its sandbox when it gets here
-            return
+        # Still warming up or grading (a run stopped by Ctrl-C): it closes its sandbox when it gets here.
+        self._thread.join(5)
 
 
 class GraderPlugin(WorkerPlugin):

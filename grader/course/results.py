@@ -177,3 +177,35 @@ def format_gradebook(results: dict[str, dict]) -> str:
         cells = "".join(f"{'%g/%g' % per_task[t] if t in per_task else '-':>13}" for t in GRADED_TASKS)
         lines.append(f"{student:<16}{cells}{'%g/%g' % (result['score'], result['max_score']):>15}")
     return "\n".join(lines)
+
+
+def grade_differences(first: Mapping[str, dict], second: Mapping[str, dict]) -> list[str]:
+    """How two gradings of the same submissions differ ({student: results dict} each): [] when they agree.
+
+    Every task but performance must get exactly the same points. A performance test may land in
+    another band only where one of its two ratios lies within the protocol's edge margin of a band
+    edge (``bertlab_grader.performance.timing.near_an_edge``): one measurement decides a band there. Each
+    such case is still listed, prefixed "near an edge:", so a caller can show it; only the other lines
+    are real differences."""
+    from bertlab_grader.performance.timing import near_an_edge
+
+    lines = []
+    for student in sorted(set(first) | set(second)):
+        if student not in first or student not in second:
+            lines.append(f"{student}: graded in only one of the two")
+            continue
+        a, b = task_scores(first[student]), task_scores(second[student])
+        for task in sorted(set(a) | set(b)):
+            if task != "performance" and a.get(task) != b.get(task):
+                lines.append(f"{student}: {task} {a.get(task)} against {b.get(task)}")
+        tests_a = {t["name"]: t for t in first[student]["tests"] if t["task"] == "performance"}
+        tests_b = {t["name"]: t for t in second[student]["tests"] if t["task"] == "performance"}
+        for name in sorted(set(tests_a) | set(tests_b)):
+            ta, tb = tests_a.get(name, {}), tests_b.get(name, {})
+            if ta.get("points") == tb.get("points"):
+                continue
+            ratios = (ta.get("ratio"), tb.get("ratio"))
+            edge = any(isinstance(r, (int, float)) and near_an_edge(r) for r in ratios)
+            lines.append(f"{'near an edge: ' if edge else ''}{student}: {name} {ta.get('points')} points (ratio "
+                         f"{ratios[0]}) against {tb.get('points')} (ratio {ratios[1]})")
+    return lines

@@ -1,0 +1,208 @@
+"""Grading on a Dask cluster, measured and projected (docs/cluster.md, "Scale"). Prints figures; asserts nothing.
+
+    python benchmarks/cluster_scale.py [--n 100] [--records 10000] [--skip-postgres]
+
+In one run, on this machine:
+
+1. the same cohort (benchmarks/cohort_benchmark.py's mix: solution copies, bank mutants, broken files)
+   graded three ways, each in a fresh course: the local runner with 2 workers, `--cluster local:2`,
+   and a CLI `dask scheduler` with two CLI `dask worker`s; the three wall times (start-up, preflight,
+   export and feedback included) and each cluster's ratio to the local runner (goal: within 10%);
+   the grades of the three, compared submission by submission;
+2. the main process's recording throughput: ``--records`` results of the real shape (one results.json
+   of the cohort, under new student ids) recorded into a fresh gradebook, as the runner records them
+   (one open gradebook, results.json written last), on SQLite and on PostgreSQL (goal: 50 per second);
+3. Dask's own cost per submission: a task that does no grading, with a payload of a submission's size,
+   sent and taken back one worker's worth at a time, as the dispatcher does;
+4. from those figures, the projected wall time of 10,000 submissions on 16, 64 and 256 worker cores:
+   grading per core (this run's warm per-submission cost on the CLI cluster) divided across the cores,
+   plus Dask's overhead, bounded below by the single writer's recording time (goal: at most 5
+   minutes on 64).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(KIT_ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cohort_benchmark import ASSIGNMENT, build_cohort, write_submissions  # noqa: E402
+
+DASK = [sys.executable, "-m", "dask"]
+
+
+def _grade(cohort: dict, workdir: Path, name: str, **where) -> tuple[float, dict, object, dict]:
+    """Wall seconds, results, summary, and the run's phases: {"start_up_s" (to the first recorded
+    result), "warm_s_per_submission" (first to last result), "export_feedback_s" (after the last)}."""
+    from bertlab_grader.course import runner
+    from bertlab_grader.course.nbgrader_course import load_results
+
+    course = workdir / name
+    write_submissions(course, cohort)
+    recorded: list[float] = []
+    real_record = runner._record
+
+    def timed_record(*args, **kwargs):
+        real_record(*args, **kwargs)
+        recorded.append(time.monotonic())
+
+    runner._record = timed_record
+    start = time.monotonic()
+    try:
+        summary = runner.run_course(course, ASSIGNMENT, quiet=True, **where)
+    finally:
+        runner._record = real_record
+    end = time.monotonic()
+    phases = {"start_up_s": round(recorded[0] - start, 1),
+              "warm_s_per_submission": round((recorded[-1] - recorded[0]) / max(len(recorded) - 1, 1), 3),
+              "export_feedback_s": round(end - recorded[-1], 1)}
+    return end - start, load_results(course, ASSIGNMENT), summary, phases
+
+
+class CliCluster:
+    """`dask scheduler` and two `dask worker`s on 127.0.0.1, as separate processes."""
+
+    def __init__(self, base: Path, workers: int = 2):
+        self.procs = []
+        file = base / "scheduler.json"
+        log = open(base / "dask.log", "ab")
+        self.procs.append(subprocess.Popen(DASK + ["scheduler", "--host", "127.0.0.1", "--port", "0",
+                                                   "--dashboard-address", "127.0.0.1:0", "--scheduler-file",
+                                                   str(file)], stdout=log, stderr=log, start_new_session=True))
+        while not file.exists():
+            time.sleep(0.2)
+        self.address = json.loads(file.read_text())["address"]
+        for i in range(workers):
+            self.procs.append(subprocess.Popen(
+                DASK + ["worker", self.address, "--nworkers", "1", "--nthreads", "1", "--host", "127.0.0.1",
+                        "--dashboard-address", "127.0.0.1:0", "--local-directory", str(base / f"w{i}")],
+                stdout=log, stderr=log, start_new_session=True))
+        from distributed import Client
+
+        with Client(self.address, set_as_default=False) as client:
+            client.wait_for_workers(workers, timeout=120)
+
+    def close(self) -> None:
+        import signal
+
+        for proc in reversed(self.procs):
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def dask_overhead(address: str, payload_bytes: int, tasks: int = 200, in_flight: int = 2) -> float:
+    """Seconds per task of Dask's round trip alone (``task.echo``), ``in_flight`` at a time."""
+    from distributed import Client, wait
+
+    from bertlab_grader.cluster import task
+
+    payload = json.dumps({"files": "x" * payload_bytes})
+    with Client(address, set_as_default=False) as client:
+        # The echo needs no grader: no resource restriction, so the plugin is not needed here.
+        client.submit(task.echo, payload, pure=False).result()  # warm the path once
+        start = time.monotonic()
+        futures = []
+        for _ in range(tasks):
+            futures.append(client.submit(task.echo, payload, pure=False))
+            if len(futures) >= in_flight:
+                wait(futures[:1])
+                futures.pop(0).result()
+        for f in futures:
+            f.result()
+        return (time.monotonic() - start) / tasks * in_flight  # per task, per worker slot
+
+
+def recording_rate(result: dict, records: int, db_url: str | None, workdir: Path) -> float:
+    """Results recorded per second into a fresh gradebook, as the runner records them."""
+    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.grading.scoring import max_points_by_task
+
+    course = workdir / f"recording-{'postgres' if db_url else 'sqlite'}"
+    (course / "submitted").mkdir(parents=True)
+    nbcourse.init_course(course, ASSIGNMENT, max_points=max_points_by_task(), db_url=db_url)
+    start = time.monotonic()
+    with nbcourse.keep_gradebook_open(course, db_url):
+        for i in range(records):
+            nbcourse.record_result(course, {**result, "student": f"r{i:05d}"}, db_url)
+    return records / (time.monotonic() - start)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100, help="submissions in the cohort")
+    parser.add_argument("--records", type=int, default=10000, help="results recorded for the throughput figure")
+    parser.add_argument("--skip-postgres", action="store_true")
+    args = parser.parse_args(argv)
+    from bertlab_grader.course.results import grade_differences
+
+    cohort = build_cohort(args.n)
+    workdir = Path(tempfile.mkdtemp(prefix="bertlab-cluster-scale-"))
+    report: dict = {"submissions": args.n, "cores": len(os.sched_getaffinity(0))}
+    try:
+        local_s, local, _, local_phases = _grade(cohort, workdir, "local", workers=2)
+        lc_s, lc, lc_summary, lc_phases = _grade(cohort, workdir, "local-cluster", cluster="local:2")
+        cli = CliCluster(workdir)
+        try:
+            cli_s, cli_results, cli_summary, cli_phases = _grade(cohort, workdir, "cli-cluster",
+                                                                 scheduler=cli.address)
+            sizes = [len(json.dumps(files)) for files in cohort.values()]
+            overhead = dask_overhead(cli.address, sum(sizes) // len(sizes))
+        finally:
+            cli.close()
+        report.update({
+            "local_runner_2_workers_s": round(local_s, 1), "cluster_local_2_s": round(lc_s, 1),
+            "cli_scheduler_2_workers_s": round(cli_s, 1),
+            "cluster_local_2_over_local": round(lc_s / local_s, 3),
+            "cli_cluster_over_local": round(cli_s / local_s, 3),
+            "graded": {"local": len(local), "cluster_local_2": len(lc), "cli": len(cli_results)},
+            "not_graded": {"cluster_local_2": len(lc_summary.not_graded), "cli": len(cli_summary.not_graded)},
+            "dask_overhead_s_per_submission": round(overhead, 4),
+            "phases": {"local": local_phases, "cluster_local_2": lc_phases, "cli": cli_phases},
+        })
+        for name, other in (("cluster_local_2", lc), ("cli", cli_results)):
+            differences = grade_differences(local, other)
+            report[f"grade_differences_local_vs_{name}"] = differences
+        sample = next(iter(local.values()))
+        report["recorded_per_s_sqlite"] = round(recording_rate(sample, args.records, None, workdir), 1)
+        if not args.skip_postgres:
+            from postgres_server import throwaway_postgres
+
+            with throwaway_postgres(port=5498) as url:
+                report["recorded_per_s_postgres"] = round(recording_rate(sample, args.records, url, workdir), 1)
+        # Projection for 10,000 submissions on C worker cores, from this run's CLI cluster:
+        #   its start-up (workers warm up and preflight in parallel: the same on any number of cores)
+        # + 10,000 x its warm cost per submission and core / C (Dask's overhead is inside that figure)
+        #   but never faster than the single writer records them
+        # + the export and feedback, which run on the main host: its per-submission cost x 10,000.
+        per_core = cli_phases["warm_s_per_submission"] * 2
+        writer = 1 / min(v for k, v in report.items() if k.startswith("recorded_per_s"))
+        export_per = cli_phases["export_feedback_s"] / args.n
+        projection = {}
+        for cores in (16, 64, 256):
+            grading = max(10000 * per_core / cores, 10000 * writer)
+            projection[cores] = {"grading_s": round(cli_phases["start_up_s"] + grading, 1),
+                                 "with_export_and_feedback_s": round(cli_phases["start_up_s"] + grading
+                                                                     + 10000 * export_per, 1)}
+        report["warm_s_per_submission_per_core"] = round(per_core, 3)
+        report["projected_10000_submissions"] = projection
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""Grading on a Dask cluster (grader/cluster/, docs/cluster.md), with real processes over loopback.
+
+The module starts `dask scheduler --host 127.0.0.1` and two `dask worker` processes (each under its
+nanny, as an instructor would), grades courses there with `bertlab grade --scheduler`, and checks
+what a cluster can do to a run: the demo cohort gets the local runner's grades, a worker killed
+with SIGKILL mid-submission costs nothing (each submission recorded once), a worker whose bubblewrap
+cannot start grades nothing and is named, a resubmission is regraded, an unreachable scheduler
+changes nothing, and a scheduler killed mid-run leaves what finished recorded for a rerun on
+`--cluster local:2` to complete. The local runner's grades come from the `demo` fixture (conftest.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="the cluster extra: pip install 'bertlab[cluster]'")
+
+from bertlab_grader.cluster import task as cluster_task  # noqa: E402
+from bertlab_grader.commands.demo import build_demo_course  # noqa: E402
+from bertlab_grader.course import nbgrader_course, runner  # noqa: E402
+from bertlab_grader.course.results import grade_differences  # noqa: E402
+
+DASK = [sys.executable, "-m", "dask"]
+
+
+def _start(command: list, log: Path, env: dict | None = None) -> subprocess.Popen:
+    with open(log, "ab") as out:  # (the child keeps its own copy of the descriptor)
+        return subprocess.Popen([str(c) for c in command], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """The process and everything it started (its session): a nanny's worker, a worker's sandbox."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(10)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class CliCluster:
+    """A `dask scheduler` and its `dask worker`s, as separate processes on 127.0.0.1."""
+
+    def __init__(self, base: Path):
+        self.base, self.workers = base, {}
+        scheduler_file = base / "scheduler.json"
+        self.scheduler = _start(DASK + ["scheduler", "--host", "127.0.0.1", "--port", "0",
+                                        "--dashboard-address", "127.0.0.1:0", "--scheduler-file", scheduler_file],
+                                base / "scheduler.log")
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert scheduler_file.exists(), (base / "scheduler.log").read_text()[-2000:]
+        self.address = json.loads(scheduler_file.read_text())["address"]
+
+    def add_worker(self, name: str, env: dict | None = None) -> None:
+        self.workers[name] = _start(DASK + ["worker", self.address, "--name", name, "--nworkers", "1",
+                                            "--nthreads", "1", "--host", "127.0.0.1",
+                                            "--dashboard-address", "127.0.0.1:0",
+                                            "--local-directory", self.base / f"scratch-{name}"],
+                                    self.base / f"worker-{name}.log", env)
+
+    def client(self):
+        from distributed import Client
+
+        return Client(self.address, timeout=30, set_as_default=False)
+
+    def wait_for_workers(self, n: int) -> None:
+        with self.client() as client:
+            client.wait_for_workers(n, timeout=120)
+
+    def stop_worker(self, name: str) -> None:
+        _stop(self.workers.pop(name))
+
+    def close(self) -> None:
+        for name in list(self.workers):
+            self.stop_worker(name)
+        _stop(self.scheduler)
+
+
+@pytest.fixture(scope="module")
+def cli_cluster(tmp_path_factory):
+    cluster = CliCluster(tmp_path_factory.mktemp("dask"))
+    try:
+        cluster.add_worker("w1")
+        cluster.add_worker("w2")
+        cluster.wait_for_workers(2)
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def _course(base: Path, students: list[str]) -> Path:
+    """The demo course, only ``students`` left in it."""
+    course = build_demo_course(base / "course")
+    for folder in (course / "submitted").iterdir():
+        if folder.name not in students:
+            shutil.rmtree(folder)
+    return course
+
+
+def _results(course: Path) -> dict:
+    return {p.parent.parent.name: json.loads(p.read_text()) for p in course.glob("autograded/*/week7/results.json")}
+
+
+def _bertlab(*args, timeout=900) -> subprocess.CompletedProcess:
+    bertlab = Path(sys.executable).with_name("bertlab")
+    return subprocess.run([str(bertlab), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def _assert_local_grades(cluster_results: dict, demo) -> None:
+    local = {s: demo["results"][s] for s in cluster_results}
+    differences = grade_differences(local, cluster_results)
+    real = [d for d in differences if not d.startswith("near an edge:")]
+    assert not real, "the cluster graded differently from the local runner:\n  " + "\n  ".join(real)
+    for line in differences:  # allowed (docs/cluster.md), but shown
+        print(line)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Without a cluster
+
+
+def test_an_unreachable_scheduler_is_one_line_exit_2_and_changes_nothing(tmp_path):
+    course = _course(tmp_path, ["alice"])
+    before = sorted(str(p.relative_to(course)) for p in course.rglob("*"))
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _bertlab("grade", course, "--scheduler", f"tcp://127.0.0.1:{port}", timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("bertlab grade:")]
+    assert len(lines) == 1 and f"tcp://127.0.0.1:{port}" in lines[0] and "nothing was changed" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sorted(str(p.relative_to(course)) for p in course.rglob("*")) == before, "the course changed"
+
+
+def test_a_cluster_spec_that_is_not_local_n_is_a_usage_error(tmp_path):
+    course = _course(tmp_path, ["alice"])
+    proc = _bertlab("grade", course, "--cluster", "local:zero", timeout=120)
+    assert proc.returncode == 2 and "local:N" in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# A CLI scheduler and two CLI workers
+
+
+@pytest.mark.slow
+def test_the_demo_cohort_on_two_cli_workers_gets_the_local_runners_grades(cli_cluster, demo, tmp_path):
+    course = build_demo_course(tmp_path / "course")
+    proc = _bertlab("grade", course, "--scheduler", cli_cluster.address, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "on the Dask cluster at" in proc.stderr
+    results = _results(course)
+    assert sorted(results) == sorted(demo["results"]), "not every demo student was graded"
+    assert all(r["sandboxed"] for r in results.values())
+    _assert_local_grades(results, demo)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_submission_costs_nothing_and_nothing_is_recorded_twice(cli_cluster, demo, tmp_path,
+                                                                                    monkeypatch):
+    students = ["alice", "bob", "carol", "dave"]
+    course = _course(tmp_path, students)
+    recorded: list[str] = []
+    real_record = nbgrader_course.record_result
+
+    def counting(course_dir, result, db_url=None, **kwargs):
+        recorded.append(result["student"])
+        return real_record(course_dir, result, db_url, **kwargs)
+
+    monkeypatch.setattr(nbgrader_course, "record_result", counting)
+    killed: dict = {}
+    with cli_cluster.client() as client:  # the scheduler keeps the events of earlier runs
+        seen = {e.get("run") for _, e in client.get_events(cluster_task.EVENT_TOPIC)}
+
+    def kill_the_first_busy_worker():
+        with cli_cluster.client() as client:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                events = [e for _, e in client.get_events(cluster_task.EVENT_TOPIC) if e["run"] not in seen]
+                if events:
+                    event = events[0]
+                    pid = client.run(os.getpid, workers=[event["worker"]])[event["worker"]]
+                    time.sleep(1.0)  # well inside its grading (seconds)
+                    os.kill(pid, signal.SIGKILL)
+                    killed.update(event, pid=pid)
+                    return
+                time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_the_first_busy_worker, daemon=True)
+    killer.start()
+    summary = runner.run_course(course, scheduler=cli_cluster.address, quiet=True)
+    killer.join(30)
+    assert killed, "no grading started"
+    assert summary.not_graded == {}, summary.format()
+    assert sorted(summary.graded) == students
+    assert sorted(recorded) == students, f"recorded: {sorted(recorded)} (each student once)"
+    assert summary.retried == [killed["student"]], summary.format()
+    print(f"SIGKILL trial: killed worker pid {killed['pid']} grading {killed['student']}; graded "
+          f"{len(summary.graded)}, started again {summary.retried}, not graded {len(summary.not_graded)}, "
+          f"recorded twice {len(recorded) - len(set(recorded))}")
+    _assert_local_grades(_results(course), demo)
+    cli_cluster.wait_for_workers(2)  # its nanny started it again
+
+
+@pytest.mark.slow
+def test_a_resubmission_is_regraded_on_the_cluster_and_identical_files_get_identical_points(cli_cluster, tmp_path):
+    course = _course(tmp_path, ["alice", "carol"])
+    first = _bertlab("grade", course, "--scheduler", cli_cluster.address)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    for name in ("cka.py", "pooling.py", "siamese.py", "retrieval.py"):  # carol hands in alice's files
+        shutil.copy(course / "submitted" / "alice" / "week7" / name, course / "submitted" / "carol" / "week7" / name)
+    second = _bertlab("grade", course, "--scheduler", cli_cluster.address)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert "graded: 1 (carol)" in second.stdout and "of them graded again" in second.stdout, second.stdout
+    assert "unchanged since last grading (skipped): 1" in second.stdout
+    results = _results(course)
+    alice = [(t["name"], t["points"]) for t in results["alice"]["tests"]]
+    carol = [(t["name"], t["points"]) for t in results["carol"]["tests"]]
+    assert carol == alice, "identical files got different points (the timing record is the main process's)"
+
+
+@pytest.mark.slow
+def test_a_worker_whose_bubblewrap_cannot_start_grades_nothing_and_is_named(cli_cluster, tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}"}
+    cli_cluster.add_worker("no-bwrap", env=env)
+    try:
+        cli_cluster.wait_for_workers(3)
+        doctor = _bertlab("doctor", "--scheduler", cli_cluster.address, timeout=600)
+        assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+        bad = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL")]
+        good = [line for line in doctor.stdout.splitlines() if line.startswith("ok ")]
+        assert len(bad) == 1 and "bubblewrap" in bad[0] and "Permission denied" in bad[0], doctor.stdout
+        assert len(good) == 2, doctor.stdout
+        assert "2 of 3 Dask worker(s) can grade" in doctor.stderr
+
+        course = _course(tmp_path, ["alice", "bob"])
+        proc = _bertlab("grade", course, "--scheduler", cli_cluster.address)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert "Dask workers that could not grade (they graded nothing): 1" in proc.stdout, proc.stdout
+        assert "bubblewrap" in proc.stdout.split("Dask workers that could not grade")[1]
+        assert sorted(_results(course)) == ["alice", "bob"]
+        last_run = json.loads((course / ".bertlab" / "last-run-week7.json").read_text())
+        assert len(last_run["unfit_workers"]) == 1
+    finally:
+        cli_cluster.stop_worker("no-bwrap")
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_every_finished_result_and_half_writes_nothing(cli_cluster, tmp_path):
+    course = _course(tmp_path, ["alice", "bob", "carol", "dave"])
+    bertlab = Path(sys.executable).with_name("bertlab")
+    proc = subprocess.Popen([str(bertlab), "grade", str(course), "--scheduler", cli_cluster.address],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not list(course.glob("autograded/*/week7/results.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err, err[-2000:]
+    results = _results(course)  # every one of them whole (json.loads would raise on half a file)
+    assert results, "the result that finished before Ctrl-C is lost"
+    left = [p for p in course.rglob("*") if p.name.startswith(".") and p.suffix in (".tmp", ".part")]
+    assert not left, f"half-written files: {left}"
+    from nbgrader.api import Gradebook
+
+    from bertlab_grader.course.nbgrader_course import course_db_url
+
+    with Gradebook(course_db_url(course)) as gb:
+        in_gradebook = sorted(s.student.id for s in gb.assignment_submissions("week7"))
+    # (results.json is written last: a result is complete once it exists; the next run regrades the rest)
+    assert set(results) <= set(in_gradebook), "a results.json without its gradebook entry"
+
+
+@pytest.mark.slow
+def test_the_scheduler_gone_mid_run_keeps_what_finished_and_a_local_cluster_grades_the_rest(cli_cluster, demo,
+                                                                                           tmp_path, monkeypatch):
+    # (Last in the module: it kills the module's scheduler.)
+    students = ["alice", "bob", "carol", "dave"]
+    course = _course(tmp_path, students)
+    real_record = nbgrader_course.record_result
+
+    def record_then_kill(course_dir, result, db_url=None, **kwargs):
+        done = real_record(course_dir, result, db_url, **kwargs)
+        if cli_cluster.scheduler.poll() is None:
+            os.kill(cli_cluster.scheduler.pid, signal.SIGKILL)
+        return done
+
+    monkeypatch.setattr(nbgrader_course, "record_result", record_then_kill)
+    summary = runner.run_course(course, scheduler=cli_cluster.address, quiet=True)
+    monkeypatch.undo()
+    assert summary.exit_code == 1 and summary.stopped and "scheduler" in summary.stopped, summary.format()
+    assert summary.graded, "the result recorded before the scheduler went away is lost"
+    assert sorted(summary.graded + list(summary.not_graded)) == students, summary.format()
+    assert sorted(_results(course)) == sorted(summary.graded)
+
+    rest = _bertlab("grade", course, "--cluster", "local:2")
+    assert rest.returncode == 0, rest.stdout[-2000:] + rest.stderr[-2000:]
+    assert f"graded: {len(summary.not_graded)} " in rest.stdout, rest.stdout
+    assert f"unchanged since last grading (skipped): {len(summary.graded)}" in rest.stdout
+    assert sorted(_results(course)) == students
+    _assert_local_grades(_results(course), demo)
+    assert not [p for p in Path(tempfile.gettempdir()).glob("bertlab-dask-*")], \
+        "the local cluster's local_directory was left behind"
