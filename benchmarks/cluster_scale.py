@@ -140,11 +140,26 @@ def recording_rate(result: dict, records: int, db_url: str | None, workdir: Path
     return records / (time.monotonic() - start)
 
 
+def bank_cohort() -> dict[str, dict[str, str]]:
+    """Every entry of the kit's bank (mutants and correct variants) as a submission: the reference
+    with the entry's one file changed."""
+    from bertlab_grader.core.locations import reference_sources
+    from bertlab_grader.mutants import load_bank
+
+    cohort = {}
+    for entry in load_bank():
+        files = dict(reference_sources())
+        files[entry.file] = (entry.path / entry.file).read_text()
+        cohort[f"{entry.kind}-{entry.name}"] = files
+    return cohort
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="submissions in the cohort")
     parser.add_argument("--records", type=int, default=10000, help="results recorded for the throughput figure")
     parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--skip-bank", action="store_true", help="do not grade the bank locally and on local:2")
     args = parser.parse_args(argv)
     from bertlab_grader.course.results import grade_differences
 
@@ -175,6 +190,14 @@ def main(argv=None) -> int:
         for name, other in (("cluster_local_2", lc), ("cli", cli_results)):
             differences = grade_differences(local, other)
             report[f"grade_differences_local_vs_{name}"] = differences
+        if not args.skip_bank:
+            bank = bank_cohort()
+            bank_local_s, bank_local, _, _ = _grade(bank, workdir, "bank-local", workers=2)
+            bank_cluster_s, bank_cluster, _, _ = _grade(bank, workdir, "bank-cluster", cluster="local:2")
+            report["bank"] = {"entries": len(bank), "local_s": round(bank_local_s, 1),
+                              "cluster_local_2_s": round(bank_cluster_s, 1),
+                              "graded": [len(bank_local), len(bank_cluster)],
+                              "grade_differences": grade_differences(bank_local, bank_cluster)}
         sample = next(iter(local.values()))
         report["recorded_per_s_sqlite"] = round(recording_rate(sample, args.records, None, workdir), 1)
         if not args.skip_postgres:

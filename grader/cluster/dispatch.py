@@ -136,9 +136,25 @@ class ClusterGrading:
         in_flight: dict = {}                 # future -> (submission, bounces, digest)
         timed_now: set[str] = set()          # digests of files out for their first measurement
         held = collections.defaultdict(list)  # digest -> copies waiting for that measurement
+        untimed: set[str] = set()            # digests whose grading timed nothing (their copies need not wait)
         known = record.all_known() if record is not None else {}
         fit, last_census, no_fit_since, lost_since = 0, 0.0, time.monotonic(), None
         self._workers: dict = {}
+
+        def top_up(fit: int) -> None:
+            """Out: up to one per worker that can grade; copies of files being timed wait for it."""
+            while pending and len(in_flight) < fit:
+                submission, bounces = pending.popleft()
+                sources = read_sources(submission.path)
+                digest = sources_digest(sources)
+                if digest in timed_now:
+                    held[digest].append((submission, bounces))
+                    continue
+                kept = known.get(digest, {})
+                if record is not None and not kept and digest not in untimed:
+                    timed_now.add(digest)
+                in_flight[self._submit(submission, sources, kept)] = (submission, bounces, digest)
+
         try:
             while pending or in_flight or held:
                 now = time.monotonic()
@@ -160,23 +176,13 @@ class ClusterGrading:
                     elif now - no_fit_since > _wait_for_workers_s():
                         raise RunStopped(f"no Dask worker able to grade for {_wait_for_workers_s():g} s "
                                          "(BERTLAB_CLUSTER_WAIT_S): start workers (docs/cluster.md)")
-                # Out: up to one per worker that can grade; copies of files being timed wait for it.
-                while pending and len(in_flight) < fit:
-                    submission, bounces = pending.popleft()
-                    sources = read_sources(submission.path)
-                    digest = sources_digest(sources)
-                    if digest in timed_now:
-                        held[digest].append((submission, bounces))
-                        continue
-                    kept = known.get(digest, {})
-                    if record is not None and not kept:
-                        timed_now.add(digest)
-                    in_flight[self._submit(submission, sources, kept)] = (submission, bounces, digest)
+                top_up(fit)
                 if not in_flight:
                     time.sleep(0.5)
                     continue
                 self._finished.wait(1.0)  # (set by the futures' callbacks; distributed.wait needs a default client)
                 self._finished.clear()
+                finished = []
                 for future in [f for f in in_flight if f.done()]:
                     submission, bounces, digest = in_flight.pop(future)
                     if digest in timed_now:  # its copies go next, with whatever it measured
@@ -190,13 +196,14 @@ class ClusterGrading:
                         continue
                     if "unfit" in outcome:
                         if bounces + 1 >= MAX_BOUNCES:
-                            yield submission, None, f"no Dask worker could take it ({outcome['unfit']})"
+                            finished.append((submission, None, f"no Dask worker could take it ({outcome['unfit']})"))
                         else:
                             pending.appendleft((submission, bounces + 1))
                         last_census = 0.0  # that worker has turned out unfit: look again
                         continue
                     if "grader_failure" in outcome:
-                        yield submission, None, f"{outcome['grader_failure']} (on Dask worker {outcome.get('worker')})"
+                        finished.append((submission, None,
+                                         f"{outcome['grader_failure']} (on Dask worker {outcome.get('worker')})"))
                         continue
                     measured = _plain_timings(outcome.get("measured"))
                     if record is not None and measured:
@@ -205,7 +212,12 @@ class ClusterGrading:
                             for name, entry in measured.items():
                                 kept_now.put(name, entry["timing"], entry["measured_at"])
                         known.setdefault(digest, {}).update(measured)
-                    yield submission, outcome["result"], None
+                    elif not known.get(digest):
+                        untimed.add(digest)
+                    finished.append((submission, outcome["result"], None))
+                # The next submissions go out first: the workers grade while this process records.
+                top_up(fit)
+                yield from finished
         finally:
             for future in in_flight:
                 future.cancel()

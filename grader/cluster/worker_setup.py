@@ -47,6 +47,7 @@ MAX_SLOTS = 512
 WARMING, READY, UNFIT, CLOSED = "warming", "ready", "unfit", "closed"
 
 _grader: Optional["GraderThread"] = None  # this worker process's grader, while the plugin is registered
+_host_gate = None                         # this host's quiet room, opened once per process
 _slot: Optional[tuple[int, int]] = None   # (slot, the fd of the flock that holds it for this process's life)
 
 
@@ -118,7 +119,10 @@ class GraderThread:
         from bertlab_grader.performance import gate as timing_gate
         from bertlab_grader.performance.host_gate import HostGate, default_room
 
-        timing_gate.install(HostGate(), timing_gate.NO_ONE)
+        global _host_gate
+        if _host_gate is None:  # one per process: a later run's set-up reuses it
+            _host_gate = HostGate()
+        timing_gate.install(_host_gate, timing_gate.NO_ONE)
         from bertlab_grader.sandbox import Sandbox, bubblewrap_status
 
         if not self.unsafe_no_sandbox:

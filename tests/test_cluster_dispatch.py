@@ -1,0 +1,156 @@
+"""The cluster dispatcher's rules (grader/cluster/dispatch.py), against a stand-in for Dask's client.
+
+The real processes are in test_cluster.py. Here each rule gets a case of its own, in milliseconds: no
+more in flight than workers that can grade; a copy of files being timed waits and then carries that
+measurement; an answer from a worker that turned out unfit goes elsewhere; Dask's KilledWorker and
+a grader failure are never grades; a worker's answer that is not a result is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="the cluster extra: pip install 'bertlab[cluster]'")
+
+from bertlab_grader.cluster import worker_setup  # noqa: E402
+from bertlab_grader.cluster.dispatch import ClusterGrading  # noqa: E402
+from bertlab_grader.performance.record import TimingRecord  # noqa: E402
+
+TIMING = {"reference": [0.001, 0.001], "student": [0.002, 0.002], "gave_up": False}
+
+
+class KilledWorker(Exception):
+    """Named as Dask's: the dispatcher recognises it by name."""
+
+
+class FakeFuture:
+    def __init__(self, client, payload):
+        self.client, self.payload = client, json.loads(payload)
+        self.status, self._value, self._error = "pending", None, None
+
+    def finish(self, answer):
+        if isinstance(answer, Exception):
+            self.status, self._error = "error", answer
+        else:
+            self.status, self._value = "finished", json.dumps(answer)
+
+    def done(self):
+        return self.status != "pending"
+
+    def result(self):
+        return self._value
+
+    def exception(self):
+        return self._error
+
+    def release(self):
+        self.client.outstanding.remove(self)
+
+    def cancel(self):
+        self.status = "cancelled"
+
+    def add_done_callback(self, fn):
+        fn(self)
+
+
+class FakeClient:
+    """Workers that are all ready; ``answer(payload)`` decides what each submission gets back."""
+
+    status = "running"
+
+    def __init__(self, answer, workers=2):
+        self.answer, self.workers = answer, workers
+        self.outstanding: list[FakeFuture] = []
+        self.payloads: list[dict] = []
+        self.most_in_flight = 0
+
+    def register_plugin(self, plugin):
+        pass
+
+    def unregister_worker_plugin(self, name):
+        pass
+
+    def get_events(self, topic):
+        return []
+
+    def scheduler_info(self, n_workers=-1):
+        return {"workers": {f"tcp://w{i}": {"host": "h", "resources": {worker_setup.RESOURCE: 1}}
+                            for i in range(self.workers)}}
+
+    def run(self, fn, on_error="return"):
+        return {f"tcp://w{i}": {"state": worker_setup.READY, "cause": None, "steps": [], "host": "h"}
+                for i in range(self.workers)}
+
+    def submit(self, fn, payload, **kwargs):
+        future = FakeFuture(self, payload)
+        self.outstanding.append(future)
+        self.most_in_flight = max(self.most_in_flight, len(self.outstanding))
+        self.payloads.append(future.payload)
+        future.finish(self.answer(future.payload))
+        return future
+
+
+class Submission:
+    def __init__(self, student, files):
+        self.student, self.path, self.files = student, student, files
+
+
+def _result(student):
+    return {"student": student, "assignment": "week7", "score": 1.0, "max_score": 1.0, "tests": []}
+
+
+def _grade(client, submissions, record=None):
+    by_path = {s.path: s.files for s in submissions}
+    grading = ClusterGrading(client, "week7", hide=[], unsafe_no_sandbox=False, quiet=True)
+    return list(grading.results(submissions, lambda path: by_path[path], record))
+
+
+def test_no_more_in_flight_than_workers_that_can_grade():
+    client = FakeClient(lambda p: {"result": _result(p["student"]), "measured": {}})
+    got = _grade(client, [Submission(f"s{i}", {"cka.py": str(i)}) for i in range(7)])
+    assert sorted(s.student for s, result, _ in got if result) == [f"s{i}" for i in range(7)]
+    assert client.most_in_flight <= 2
+
+
+def test_a_copy_of_files_being_timed_waits_and_carries_that_measurement(tmp_path):
+    record = TimingRecord(tmp_path / "timings.json", "protocol")
+
+    def answer(payload):
+        measured = {} if payload["known_timings"] else {"masked_mean_pool": {"measured_at": "now", "timing": TIMING}}
+        return {"result": _result(payload["student"]), "measured": measured}
+
+    client = FakeClient(answer)
+    same = {"pooling.py": "def masked_mean_pool(): ...\n"}
+    got = _grade(client, [Submission("a", same), Submission("b", dict(same)), Submission("c", {"pooling.py": "x"})],
+                 record)
+    assert len([r for _, r, _ in got if r]) == 3
+    first, second = [p for p in client.payloads if p["student"] in ("a", "b")]
+    assert first["known_timings"] == {} and second["known_timings"]["masked_mean_pool"]["timing"] == TIMING, \
+        "the copy was timed again instead of carrying the first measurement"
+    assert record.all_known(), "the measurement was not kept in the course's record"
+
+
+def test_a_worker_that_turned_out_unfit_sends_the_submission_elsewhere():
+    answers = iter([{"unfit": "preflight: short of full marks", "worker": "tcp://w0"}])
+
+    def answer(payload):
+        return next(answers, {"result": _result(payload["student"]), "measured": {}})
+
+    client = FakeClient(answer)
+    got = _grade(client, [Submission("a", {"cka.py": "1"})])
+    assert [(s.student, r is not None, cause) for s, r, cause in got] == [("a", True, None)]
+    assert len(client.payloads) == 2
+
+
+@pytest.mark.parametrize("answer, expected", [
+    (KilledWorker("tcp://w0 died 2 times"), "KilledWorker"),
+    ({"grader_failure": "SandboxError: the sandbox died", "worker": "tcp://w1"}, "SandboxError"),
+    ({"nonsense": 1}, "not a grading result"),
+])
+def test_faults_are_never_grades(answer, expected):
+    client = FakeClient(lambda p: answer)
+    got = _grade(client, [Submission("a", {"cka.py": "1"})])
+    assert len(got) == 1 and got[0][1] is None and expected in got[0][2], got
