@@ -105,7 +105,7 @@ class CliCluster:
 
 def dask_overhead(address: str, payload_bytes: int, tasks: int = 200, in_flight: int = 2) -> float:
     """Seconds per task of Dask's round trip alone (``task.echo``), ``in_flight`` at a time."""
-    from distributed import Client, wait
+    from distributed import Client
 
     from bertlab_grader.cluster import task
 
@@ -118,7 +118,6 @@ def dask_overhead(address: str, payload_bytes: int, tasks: int = 200, in_flight:
         for _ in range(tasks):
             futures.append(client.submit(task.echo, payload, pure=False))
             if len(futures) >= in_flight:
-                wait(futures[:1])
                 futures.pop(0).result()
         for f in futures:
             f.result()
@@ -154,6 +153,12 @@ def bank_cohort() -> dict[str, dict[str, str]]:
     return cohort
 
 
+def _show(report: dict, **figures) -> None:
+    """Keep ``figures`` in the report and print them at once (stderr), so a later failure loses none."""
+    report.update(figures)
+    print(json.dumps(figures), file=sys.stderr, flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="submissions in the cohort")
@@ -168,43 +173,38 @@ def main(argv=None) -> int:
     report: dict = {"submissions": args.n, "cores": len(os.sched_getaffinity(0))}
     try:
         local_s, local, _, local_phases = _grade(cohort, workdir, "local", workers=2)
+        _show(report, local_runner_2_workers_s=round(local_s, 1), local_phases=local_phases, local_graded=len(local))
         lc_s, lc, lc_summary, lc_phases = _grade(cohort, workdir, "local-cluster", cluster="local:2")
+        _show(report, cluster_local_2_s=round(lc_s, 1), cluster_local_2_over_local=round(lc_s / local_s, 3),
+              cluster_local_2_phases=lc_phases, cluster_local_2_graded=len(lc),
+              cluster_local_2_not_graded=len(lc_summary.not_graded),
+              grade_differences_local_vs_cluster_local_2=grade_differences(local, lc))
         cli = CliCluster(workdir)
         try:
             cli_s, cli_results, cli_summary, cli_phases = _grade(cohort, workdir, "cli-cluster",
                                                                  scheduler=cli.address)
+            _show(report, cli_scheduler_2_workers_s=round(cli_s, 1), cli_cluster_over_local=round(cli_s / local_s, 3),
+                  cli_phases=cli_phases, cli_graded=len(cli_results), cli_not_graded=len(cli_summary.not_graded),
+                  grade_differences_local_vs_cli=grade_differences(local, cli_results))
             sizes = [len(json.dumps(files)) for files in cohort.values()]
-            overhead = dask_overhead(cli.address, sum(sizes) // len(sizes))
+            _show(report, dask_overhead_s_per_submission=round(dask_overhead(cli.address, sum(sizes) // len(sizes)), 4))
         finally:
             cli.close()
-        report.update({
-            "local_runner_2_workers_s": round(local_s, 1), "cluster_local_2_s": round(lc_s, 1),
-            "cli_scheduler_2_workers_s": round(cli_s, 1),
-            "cluster_local_2_over_local": round(lc_s / local_s, 3),
-            "cli_cluster_over_local": round(cli_s / local_s, 3),
-            "graded": {"local": len(local), "cluster_local_2": len(lc), "cli": len(cli_results)},
-            "not_graded": {"cluster_local_2": len(lc_summary.not_graded), "cli": len(cli_summary.not_graded)},
-            "dask_overhead_s_per_submission": round(overhead, 4),
-            "phases": {"local": local_phases, "cluster_local_2": lc_phases, "cli": cli_phases},
-        })
-        for name, other in (("cluster_local_2", lc), ("cli", cli_results)):
-            differences = grade_differences(local, other)
-            report[f"grade_differences_local_vs_{name}"] = differences
         if not args.skip_bank:
             bank = bank_cohort()
             bank_local_s, bank_local, _, _ = _grade(bank, workdir, "bank-local", workers=2)
             bank_cluster_s, bank_cluster, _, _ = _grade(bank, workdir, "bank-cluster", cluster="local:2")
-            report["bank"] = {"entries": len(bank), "local_s": round(bank_local_s, 1),
-                              "cluster_local_2_s": round(bank_cluster_s, 1),
-                              "graded": [len(bank_local), len(bank_cluster)],
-                              "grade_differences": grade_differences(bank_local, bank_cluster)}
+            _show(report, bank={"entries": len(bank), "local_s": round(bank_local_s, 1),
+                                "cluster_local_2_s": round(bank_cluster_s, 1),
+                                "graded": [len(bank_local), len(bank_cluster)],
+                                "grade_differences": grade_differences(bank_local, bank_cluster)})
         sample = next(iter(local.values()))
-        report["recorded_per_s_sqlite"] = round(recording_rate(sample, args.records, None, workdir), 1)
+        _show(report, recorded_per_s_sqlite=round(recording_rate(sample, args.records, None, workdir), 1))
         if not args.skip_postgres:
             from postgres_server import throwaway_postgres
 
             with throwaway_postgres(port=5498) as url:
-                report["recorded_per_s_postgres"] = round(recording_rate(sample, args.records, url, workdir), 1)
+                _show(report, recorded_per_s_postgres=round(recording_rate(sample, args.records, url, workdir), 1))
         # Projection for 10,000 submissions on C worker cores, from this run's CLI cluster:
         #   its start-up (workers warm up and preflight in parallel: the same on any number of cores)
         # + 10,000 x its warm cost per submission and core / C (Dask's overhead is inside that figure)

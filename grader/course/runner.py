@@ -9,6 +9,10 @@ Processes (docs/architecture.md):
         1 sandbox each  untrusted: a warm template (torch + MiniLM loaded once) that forks a fresh,
                         rlimited, bubblewrapped child per submission; values cross as data, never pickles
 
+With ``--scheduler ADDRESS`` or ``--cluster local:N`` the grader workers are Dask workers instead
+(grader/cluster/, docs/cluster.md): each sets up the same warm sandbox and preflight through a
+WorkerPlugin, and this process sends them submissions as plain data and records their JSON results.
+
 Trust first:
 - A grader failure is never a grade. What the submission did (a wrong value, an exception of its
   code, a call over its time limit, its process killed by its own limits) is scored. What the grader
