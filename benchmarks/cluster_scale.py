@@ -159,13 +159,33 @@ def _show(report: dict, **figures) -> None:
     print(json.dumps(figures), file=sys.stderr, flush=True)
 
 
+def _recording_only(sample: dict, args) -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="bertlab-cluster-scale-"))
+    report: dict = {"records": args.records, "tests_per_result": len(sample["tests"])}
+    try:
+        _show(report, recorded_per_s_sqlite=round(recording_rate(sample, args.records, None, workdir), 1))
+        if not args.skip_postgres:
+            from postgres_server import throwaway_postgres
+
+            with throwaway_postgres(port=5498) as url:
+                _show(report, recorded_per_s_postgres=round(recording_rate(sample, args.records, url, workdir), 1))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="submissions in the cohort")
     parser.add_argument("--records", type=int, default=10000, help="results recorded for the throughput figure")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-bank", action="store_true", help="do not grade the bank locally and on local:2")
+    parser.add_argument("--only-recording", metavar="RESULTS.json", default=None,
+                        help="measure only the recording throughput, with this results.json as the shape")
     args = parser.parse_args(argv)
+    if args.only_recording:
+        return _recording_only(json.loads(Path(args.only_recording).read_text()), args)
     from bertlab_grader.course.results import grade_differences
 
     cohort = build_cohort(args.n)

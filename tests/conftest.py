@@ -21,15 +21,17 @@ def pytest_sessionfinish(session, exitstatus):
         base = factory.getbasetemp()
     except Exception:  # noqa: BLE001 - no test asked for a temporary folder
         return
-    from bertlab_grader.course.nbgrader_course import check_results_schema
+    from bertlab_grader.course.results import schema_errors
 
     found, bad = 0, []
-    for path in sorted(base.rglob("results.json")):
+    for path in sorted(base.rglob("results.json")):  # with jsonschema itself, not the grader's fast check
         found += 1
         try:
-            check_results_schema(json.loads(path.read_text(encoding="utf-8")))
+            errors = schema_errors(json.loads(path.read_text(encoding="utf-8")))
         except (ValueError, OSError) as exc:
-            bad.append(f"{path}: {exc}")
+            errors = [exc]
+        if errors:
+            bad.append(f"{path}: {getattr(errors[0], 'message', errors[0])}")
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and found:
         reporter.write_sep("-", f"results.json files produced by this session: {found}, "

@@ -528,3 +528,46 @@ def test_results_schema_accepts_what_the_kit_writes_and_rejects_the_rest(tmp_pat
                           ({**good, "surprise": 1}, "(top level)")]:
         with pytest.raises(ValueError, match=where):
             check_results_schema(broken)
+
+
+def test_the_fast_schema_check_and_jsonschema_agree(tmp_path):
+    """The grader confirms valid results with the schema compiled by fastjsonschema and lets jsonschema
+    judge the rest (results.py check_results_schema): on every document here, valid or broken in each
+    keyword the schema uses, both must give the same verdict."""
+    from bertlab_grader.course import results as results_module
+
+    good = validate_result(error_result("erin", ASSIGNMENT, "not accepted", MAX_POINTS))
+    good.update(submission_digest="sha256:" + "0" * 64, sandboxed=True)
+    test = good["tests"][0]
+    documents = [good, {**good, "tests": [{**test, "ratio": 1.5, "hint": "h"}]},
+                 {**good, "sandboxed": "yes"}, {**good, "submission_digest": "md5:1"}, {**good, "surprise": 1},
+                 {**good, "tests": [{**test, "outcome": "crashed"}]}, {**good, "tests": [{**test, "points": -1.0}]},
+                 {**good, "tests": [{**test, "ratio": 0.0}]}, {**good, "tests": [{**test, "task": "nope"}]},
+                 {**good, "tests": [{k: v for k, v in test.items() if k != "name"}]}, {**good, "student": ""},
+                 {**good, "tests": "none"}, {k: v for k, v in good.items() if k != "score"}, {**good, "score": "1"}]
+    results_module.check_results_schema(good)  # (compiles the fast check)
+    for document in documents:
+        try:
+            results_module._FAST_SCHEMA_CHECK(document)
+            fast = True
+        except Exception:  # noqa: BLE001
+            fast = False
+        assert fast == (not results_module.schema_errors(document)), f"the two checks disagree on {document}"
+
+
+def test_every_graded_notebook_the_kit_writes_is_a_valid_notebook(course):
+    """record_result writes the graded notebook without nbformat's validation (gradebook.py): its shape
+    is build_graded_notebook's, so every one recorded here, a student's text in its messages and
+    hints included, must pass nbformat's own schema."""
+    import nbformat
+
+    from bertlab_grader.course.feedback import build_graded_notebook
+
+    written = sorted(course["dir"].glob(f"autograded/*/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"))
+    assert written, "the course fixture recorded no graded notebook"
+    for path in written:
+        nbformat.validate(nbformat.read(path, as_version=4))
+    odd = validate_result(error_result("zoë", ASSIGNMENT, "</td>\x1b[31m\u2028 {{ }} \\", MAX_POINTS))
+    odd["tests"][0]["hint"] = "<script>alert(1)</script>"
+    nbformat.validate(nbformat.reads(nbformat.v4.writes(build_graded_notebook(ASSIGNMENT, MAX_POINTS, odd)),
+                                     as_version=4))
