@@ -271,8 +271,11 @@ def test_a_worker_whose_bubblewrap_cannot_start_grades_nothing_and_is_named(cli_
 def test_ctrl_c_keeps_every_finished_result_and_half_writes_nothing(cli_cluster, tmp_path):
     course = _course(tmp_path, ["alice", "bob", "carol", "dave"])
     bertlab = Path(sys.executable).with_name("bertlab")
+    # (SIGINT as a terminal's Ctrl-C delivers it: a shell's background job, as CI may run this suite
+    # in, starts its children with SIGINT ignored, and Python then never raises KeyboardInterrupt.)
     proc = subprocess.Popen([str(bertlab), "grade", str(course), "--scheduler", cli_cluster.address],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 600
     while not list(course.glob("autograded/*/week7/results.json")) and time.monotonic() < deadline:
         time.sleep(0.2)

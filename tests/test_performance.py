@@ -102,10 +102,11 @@ def test_identical_files_reuse_the_first_measurement(machine, tmp_path):
     assert (got, want) == ("s again", "r again")
     assert again.ratio == first.ratio and again.fraction == first.fraction
     assert again.measured_at and "first graded" in again.describe("linear_cka(X, Y)")
-    # Plain numbers only: the file holds seconds, never a result of the submission.
-    stored = json.loads(record.path.read_text())
-    assert stored["protocol"] == "p1"
-    (kept,) = stored["submissions"].values()
+    # Plain numbers only: the record (its file and the journal beside it) holds seconds, never a
+    # result of the submission.
+    assert json.loads(record.path.read_text())["protocol"] == "p1"
+    assert [json.loads(line)["protocol"] for line in record.journal.read_text().splitlines()] == ["p1"]
+    (kept,) = record.all_known().values()
     assert set(kept["linear_cka"]["timing"]) == {"reference", "student", "gave_up"}
     assert all(isinstance(t, float) for side in ("reference", "student") for t in kept["linear_cka"]["timing"][side])
 
@@ -130,6 +131,19 @@ def test_changed_files_or_protocol_or_a_damaged_record_are_timed_again(machine, 
     assert timed_calls(record, files) > 1, "a damaged record is set aside, never an error"
     assert timing_record.set_aside(tmp_path / "course", "week7") is True
     assert timing_record.set_aside(tmp_path / "course", "week7") is False
+    assert not record.journal.exists()
+
+
+def test_the_journal_is_folded_into_the_record_at_the_end_of_a_run(machine, tmp_path):
+    record = _record(tmp_path)
+    for n in range(3):
+        with timing_record.use(record, {"cka.py": f"a = {n}\n"}):
+            performance.compare_speed(machine.call(1.0, None), machine.call(1.0, None), name="linear_cka")
+    before = record.all_known()
+    assert len(before) == 3 and len(record.journal.read_text().splitlines()) == 3
+    record.compact()
+    assert not record.journal.exists() and record.all_known() == before
+    assert len(json.loads(record.path.read_text())["submissions"]) == 3
 
 
 def test_without_a_record_or_a_name_every_grading_measures(machine, tmp_path):

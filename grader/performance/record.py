@@ -110,14 +110,16 @@ class TimingRecord:
     def _read(self) -> dict:
         """The record's submissions, or {} when there is none, it is unreadable, or another protocol wrote
         it; then the journal's lines of this protocol on top."""
-        submissions: dict = {}
+        # The journal belongs to the record it sits beside: a record that is missing, damaged or of
+        # another protocol is set aside with its journal (``put`` starts both afresh).
         try:
             data = json.loads(self.path.read_text())
         except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict) and data.get("format") == FORMAT and data.get("protocol") == self.protocol \
-                and isinstance(data.get("submissions"), dict):
-            submissions = data["submissions"]
+            return {}
+        if not (isinstance(data, dict) and data.get("format") == FORMAT and data.get("protocol") == self.protocol
+                and isinstance(data.get("submissions"), dict)):
+            return {}
+        submissions: dict = data["submissions"]
         try:
             lines = self.journal.read_text().splitlines()
         except OSError:
@@ -154,9 +156,29 @@ class TimingRecord:
         entry = {"measured_at": measured_at or _now(), "timing": timing}
         line = json.dumps({"protocol": self.protocol, "submission": self.submission, "name": name, "entry": entry},
                           sort_keys=True)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self._head_protocol() != self.protocol:
+            # No record yet, a damaged one, or another protocol's: set it aside with its journal and
+            # start this protocol's (every submission is timed again under it).
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, json.dumps({"format": FORMAT, "protocol": self.protocol, "submissions": {}},
+                                                    indent=1, sort_keys=True))
+            self.journal.unlink(missing_ok=True)
         with open(self.journal, "a", encoding="utf-8") as out:
             out.write(line + "\n")
+
+    def _head_protocol(self) -> Optional[str]:
+        """The protocol the record names at its head, read from its first bytes (a store stays cheap
+        however large the record is), or None. The record is written with sorted keys, so "format"
+        and "protocol" come first."""
+        import re
+
+        try:
+            with open(self.path, encoding="utf-8") as head:
+                start = head.read(256)
+        except (OSError, UnicodeDecodeError):
+            return None
+        match = re.match(r'\{\s*"format":\s*(\d+),\s*"protocol":\s*"([^"]*)"', start)
+        return match.group(2) if match and int(match.group(1)) == FORMAT else None
 
     def compact(self) -> None:
         """Fold the journal into the record (written atomically), then drop it; at the end of a run."""
