@@ -15,6 +15,12 @@ measured for each distinct submission:
                                               "timing": {"reference": [s, ...], "student": [s, ...],
                                                          "gave_up": false}}, ...}}}
 
+Beside it, ``timings-<assignment>.json.journal`` holds the measurements made since the record was last
+compacted, one JSON line each ({"protocol", "submission", "name", "entry"}): a store appends a line
+instead of rewriting the record, and the end of a run folds the journal in (``compact``). The journal
+belongs to the record beside it: a record that is missing, damaged or of another protocol is set
+aside together with its journal.
+
 Only plain numbers are kept (the seconds of each call), never anything the submission returned: its
 result on the timing input is computed afresh every time, so a right answer is still checked.
 
