@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,8 +36,7 @@ sys.path.insert(0, str(KIT_ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cohort_benchmark import ASSIGNMENT, build_cohort, write_submissions  # noqa: E402
-
-DASK = [sys.executable, "-m", "dask"]
+from dask_processes import CliCluster  # noqa: E402  (tests/dask_processes.py)
 
 
 def _grade(cohort: dict, workdir: Path, name: str, **where) -> tuple[float, dict, object, dict]:
@@ -67,40 +65,6 @@ def _grade(cohort: dict, workdir: Path, name: str, **where) -> tuple[float, dict
               "warm_s_per_submission": round((recorded[-1] - recorded[0]) / max(len(recorded) - 1, 1), 3),
               "export_feedback_s": round(end - recorded[-1], 1)}
     return end - start, load_results(course, ASSIGNMENT), summary, phases
-
-
-class CliCluster:
-    """`dask scheduler` and two `dask worker`s on 127.0.0.1, as separate processes."""
-
-    def __init__(self, base: Path, workers: int = 2):
-        self.procs = []
-        file = base / "scheduler.json"
-        log = open(base / "dask.log", "ab")
-        self.procs.append(subprocess.Popen(DASK + ["scheduler", "--host", "127.0.0.1", "--port", "0",
-                                                   "--dashboard-address", "127.0.0.1:0", "--scheduler-file",
-                                                   str(file)], stdout=log, stderr=log, start_new_session=True))
-        while not file.exists():
-            time.sleep(0.2)
-        self.address = json.loads(file.read_text())["address"]
-        for i in range(workers):
-            self.procs.append(subprocess.Popen(
-                DASK + ["worker", self.address, "--nworkers", "1", "--nthreads", "1", "--host", "127.0.0.1",
-                        "--dashboard-address", "127.0.0.1:0", "--local-directory", str(base / f"w{i}")],
-                stdout=log, stderr=log, start_new_session=True))
-        from distributed import Client
-
-        with Client(self.address, set_as_default=False) as client:
-            client.wait_for_workers(workers, timeout=120)
-
-    def close(self) -> None:
-        import signal
-
-        for proc in reversed(self.procs):
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(20)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def dask_overhead(address: str, payload_bytes: int, tasks: int = 200, in_flight: int = 2) -> float:
@@ -201,6 +165,9 @@ def main(argv=None) -> int:
               grade_differences_local_vs_cluster_local_2=grade_differences(local, lc))
         cli = CliCluster(workdir)
         try:
+            cli.add_worker("w0")
+            cli.add_worker("w1")
+            cli.wait_for_workers(2)
             cli_s, cli_results, cli_summary, cli_phases = _grade(cohort, workdir, "cli-cluster",
                                                                  scheduler=cli.address)
             _show(report, cli_scheduler_2_workers_s=round(cli_s, 1), cli_cluster_over_local=round(cli_s / local_s, 3),

@@ -50,20 +50,27 @@ def _collect(events, n):
     return got
 
 
-def test_a_timing_waits_for_work_in_progress_and_holds_back_new_work():
-    ctx = _ctx()
-    gate, events = TimingGate(ctx, slots=3), ctx.Queue()
-    busy = ctx.Process(target=_work_for, args=(gate, 0, 0.6, events))
+def _busy_then_timer_then_late(ctx, work_for, time_for, gate, work_s: float, settle_s: float) -> dict:
+    """Slot 0 works for ``work_s``; slot 1 then asks to time; after ``settle_s`` (the timer waits for
+    slot 0, the gate closed) slot 2 asks to work. The five events, with their times."""
+    events = ctx.Queue()
+    busy = ctx.Process(target=work_for, args=(gate, 0, work_s, events))
     busy.start()
-    assert events.get(timeout=30)[0] == "work-start"
-    timer = ctx.Process(target=_time_for, args=(gate, 1, 0.6, events))
+    assert events.get(timeout=60)[0] == "work-start"
+    timer = ctx.Process(target=time_for, args=(gate, 1, 0.6, events))
     timer.start()
-    time.sleep(0.2)  # the timer is now waiting for slot 0 to finish, with the gate closed
-    late = ctx.Process(target=_work_for, args=(gate, 2, 0.0, events))
+    time.sleep(settle_s)
+    late = ctx.Process(target=work_for, args=(gate, 2, 0.0, events))
     late.start()
     got = _collect(events, 5)
     for p in (busy, timer, late):
-        p.join(30)
+        p.join(60)
+    return got
+
+
+def test_a_timing_waits_for_work_in_progress_and_holds_back_new_work():
+    ctx = _ctx()
+    got = _busy_then_timer_then_late(ctx, _work_for, _time_for, TimingGate(ctx, slots=3), work_s=0.6, settle_s=0.2)
     assert got[("time-start", 1)] >= got[("work-end", 0)], "the timing began while another worker was working"
     assert got[("work-start", 2)] >= got[("time-end", 1)], "a worker started working during a timing"
 
@@ -122,18 +129,8 @@ def _host_hold_forever(room, ready):
 
 def test_the_host_gate_keeps_a_timing_alone_across_unrelated_processes(tmp_path):
     ctx = mp.get_context("spawn")  # fresh interpreters: nothing shared but the folder
-    events = ctx.Queue()
-    busy = ctx.Process(target=_host_work_for, args=(tmp_path, 0, 1.5, events))
-    busy.start()
-    assert events.get(timeout=60)[0] == "work-start"
-    timer = ctx.Process(target=_host_time_for, args=(tmp_path, 1, 0.6, events))
-    timer.start()
-    time.sleep(1.0)  # the timer has started and waits for slot 0, with the door closed
-    late = ctx.Process(target=_host_work_for, args=(tmp_path, 2, 0.0, events))
-    late.start()
-    got = _collect(events, 5)
-    for p in (busy, timer, late):
-        p.join(60)
+    # (spawned interpreters start slowly: longer work, and a longer settle before the late one)
+    got = _busy_then_timer_then_late(ctx, _host_work_for, _host_time_for, tmp_path, work_s=1.5, settle_s=1.0)
     assert got[("time-start", 1)] >= got[("work-end", 0)], "the timing began while another process was working"
     assert got[("work-start", 2)] >= got[("time-end", 1)], "a process started working during a timing"
 

@@ -45,7 +45,8 @@ SCHEDULER_LOST_S = 15.0    # the client has not been connected for this long: th
 MAX_BOUNCES = 5            # a submission sent back this often by workers that turned out unfit: not graded
 
 
-def _wait_for_workers_s() -> float:
+def wait_for_workers_s() -> float:
+    """How long a run (or the doctor) waits for a worker that can grade: BERTLAB_CLUSTER_WAIT_S, 300 s."""
     import os
 
     return float(os.environ.get("BERTLAB_CLUSTER_WAIT_S", 300))
@@ -173,8 +174,8 @@ class ClusterGrading:
                     elif self._no_worker_can_grade():
                         causes = "; ".join(f"{a}: {c}" for a, c in sorted(self.unfit.items()))
                         raise RunStopped(f"no Dask worker can grade ({causes})")
-                    elif now - no_fit_since > _wait_for_workers_s():
-                        raise RunStopped(f"no Dask worker able to grade for {_wait_for_workers_s():g} s "
+                    elif now - no_fit_since > wait_for_workers_s():
+                        raise RunStopped(f"no Dask worker able to grade for {wait_for_workers_s():g} s "
                                          "(BERTLAB_CLUSTER_WAIT_S): start workers (docs/cluster.md)")
                 top_up(fit)
                 if not in_flight:

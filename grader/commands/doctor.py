@@ -10,7 +10,6 @@ Checks, in the order a failure would matter:
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -108,9 +107,9 @@ def run_cluster_doctor(scheduler: str, assignment: str = "week7", wait_s: Option
     worker can grade, 1 when one cannot or none is there. An unreachable scheduler is a UsageError (2)."""
     from bertlab_grader.cluster import worker_setup
     from bertlab_grader.cluster.connect import dask_client
-    from bertlab_grader.cluster.dispatch import ClusterGrading
+    from bertlab_grader.cluster.dispatch import ClusterGrading, wait_for_workers_s
 
-    wait_s = float(os.environ.get("BERTLAB_CLUSTER_WAIT_S", 300)) if wait_s is None else wait_s
+    wait_s = wait_for_workers_s() if wait_s is None else wait_s
     start = time.monotonic()
     with dask_client(scheduler=scheduler) as client:
         grading = ClusterGrading(client, assignment, hide=[], unsafe_no_sandbox=False, quiet=True)
