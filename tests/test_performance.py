@@ -20,12 +20,14 @@ class FakeMachine:
 
     def __init__(self, period: int = 7, slow: float = 3.0):
         self.now, self.calls, self.period, self.slow = 0.0, 0, period, slow
+        self.variants: list[tuple] = []  # (the call's result, the input variant it was given)
 
     def perf_counter(self) -> float:
         return self.now
 
     def call(self, cost_ms: float, result):
-        def run():
+        def run(variant: int):
+            self.variants.append((result, variant))
             slowness = self.slow if (self.calls // self.period) % 2 else 1.0
             self.calls += 1
             self.now += cost_ms * 1e-3 * slowness
@@ -60,6 +62,38 @@ def test_a_ratio_near_an_edge_gets_more_pairs_and_one_far_from_it_does_not(machi
     assert near.ratio == pytest.approx(1.9) and near.fraction == 1.0
 
 
+def test_every_call_of_a_side_gets_new_inputs_and_a_pair_shares_them(machine):
+    """A submission that remembers answers by its inputs' bytes must find none: each call of a side
+    gets an input variant that no earlier call of that side got, and the reference is timed on the
+    same ones (the two calls of a pair share a variant, so the last results answer the same inputs)."""
+    performance.compare_speed(machine.call(1.9, "s"), machine.call(1.0, "r"))  # near an edge: extra pairs
+    student = [v for who, v in machine.variants if who == "s"]
+    reference = [v for who, v in machine.variants if who == "r"]
+    assert len(student) == 2 + performance.PAIRS + performance.EXTRA_PAIRS
+    assert len(set(student)) == len(student), "a variant given to the submission twice"
+    assert student == reference  # the same variants, in the same order
+    assert machine.variants[-1][1] == machine.variants[-2][1], "the last pair on different inputs"
+
+
+def test_an_input_variant_scales_floats_and_keeps_masks_and_shapes():
+    import numpy as np
+    import torch
+
+    from bertlab_grader.sandbox.inside.copies import fresh_copy, variant_scale
+
+    hidden, mask = torch.randn(3, 4, 5), torch.tensor([[1, 1, 0, 0]] * 3)
+    base = fresh_copy((hidden, mask, np.ones(2, dtype=np.float32), 7), 0)
+    assert torch.equal(base[0], hidden) and base[0] is not hidden
+    seen = {hidden.numpy().tobytes()}
+    for n in range(1, 70):
+        h, m, a, k = fresh_copy((hidden, mask, np.ones(2, dtype=np.float32), 7), n)
+        assert h.shape == hidden.shape and h.dtype == hidden.dtype and torch.equal(m, mask) and k == 7
+        assert torch.allclose(h, hidden * variant_scale(n)) and a.dtype == np.float32 and a[0] == variant_scale(n)
+        seen.add(h.numpy().tobytes())
+    assert len(seen) == 70, "two variants with the same bytes"
+    assert torch.equal(fresh_copy(torch.tensor([True, False]), 5), torch.tensor([True, False]))
+
+
 def test_a_very_slow_submission_is_not_timed_further(machine):
     timing, _, _ = performance.compare_speed(machine.call(100.0, None), machine.call(1.0, None))
     assert timing.gave_up and len(timing.student) == 1
@@ -84,9 +118,9 @@ class Counted:
     def __init__(self, call):
         self.call, self.count = call, 0
 
-    def __call__(self):
+    def __call__(self, variant: int):
         self.count += 1
-        return self.call()
+        return self.call(variant)
 
 
 def test_identical_files_reuse_the_first_measurement(machine, tmp_path):
@@ -184,3 +218,36 @@ def test_bertlab_grade_retime_reaches_the_runner(monkeypatch, tmp_path):
     assert cli.main(["grade", str(tmp_path), "--retime"]) == 0
     assert cli.main(["grade", str(tmp_path)]) == 0
     assert [c["retime"] for c in calls] == [True, False]
+
+
+# ---------------------------------------------------------------------------------------------------
+# For real, in the sandbox: speed points for the code's own speed only
+
+
+@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed")
+def test_answers_remembered_by_their_inputs_earn_no_speed_points():
+    """The bank's var_pool_loop_memo is var_pool_loop (a Python loop over the batch) that keeps every
+    answer by the bytes of its inputs. Were the timed calls given the same inputs again, it would
+    answer from memory and measure far faster than the loop; each timed call gets inputs no earlier
+    call saw, so it measures as the loop does (or a little slower: it hashes) and earns no more."""
+    from bertlab_grader.core.locations import KIT_ROOT
+    from bertlab_grader.course.nbgrader_course import read_submission_sources
+    from bertlab_grader.grading.scoring import grade_sources
+    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.sandbox import Sandbox
+
+    entries = {e.name: e for e in load_bank(kinds=("variant",))}
+    sandbox = Sandbox(kit_root=KIT_ROOT)
+    try:
+        speed = {}
+        for name in ("var_pool_loop", "var_pool_loop_memo"):
+            result = grade_sources(sandbox, read_submission_sources(entries[name].path), name, "week7",
+                                   tasks=("performance",), hints=False)
+            (test,) = [t for t in result["tests"] if t["name"] == "test_masked_mean_pool_speed"]
+            speed[name] = test
+    finally:
+        sandbox.close()
+    loop, memo = speed["var_pool_loop"], speed["var_pool_loop_memo"]
+    assert memo["points"] <= loop["points"], (memo, loop)
+    # The noise between two measurements of one code is about 15%; a remembered answer is 10x faster.
+    assert memo["ratio"] >= 0.75 * loop["ratio"], (memo["ratio"], loop["ratio"])

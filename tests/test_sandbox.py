@@ -272,6 +272,31 @@ def test_timeout_then_the_next_call_runs_in_a_fresh_child(sb):
         assert impl.cka.remember(2) == 1  # modules re-imported in a new process
 
 
+def test_a_call_that_timed_out_is_not_made_again_with_inputs_of_the_same_kind(sb):
+    """One endless loop costs the limit once: the same function with the same kind of inputs (dtype
+    and rank; sizes do not matter) fails at once with the first timeout's message, while another
+    kind of input, another function, and a fresh object of the same type still get called."""
+    src = {"pooling.py": "import torch\nCALLS = []\n"
+                         "def masked_mean_pool(h, m):\n"
+                         "    if h.dtype == torch.float32:\n        while True:\n            pass\n"
+                         "    return h.sum(1)\n"
+                         "def other(x):\n    return x + 1\n"}
+    with sb.session(src, call_timeout_s=1.5) as impl:
+        started = time.monotonic()
+        with pytest.raises(SubmissionTimeout) as first:
+            impl.pooling.masked_mean_pool(torch.zeros(2, 3, 4), torch.ones(2, 3))
+        assert time.monotonic() - started >= 1.5
+        message = str(first.value)
+        assert "masked_mean_pool" in message and "1.5 s" in message and "did not return" in message, message
+        started = time.monotonic()
+        with pytest.raises(SubmissionTimeout) as again:  # other sizes, same kind: not called
+            impl.pooling.masked_mean_pool(torch.zeros(5, 7, 8), torch.ones(5, 7))
+        assert time.monotonic() - started < 0.5
+        assert str(again.value) == message
+        got = impl.pooling.masked_mean_pool(torch.ones(2, 3, 4, dtype=torch.float64), torch.ones(2, 3))
+        assert got.shape == (2, 4) and float(got[0, 0]) == 3.0  # float64 is another kind: it ran
+        assert impl.pooling.other(1) == 2
+
 def test_crash_is_reported_with_its_cause(sb):
     src = {"cka.py": "import os\ndef die():\n    print('about to die', flush=True)\n    os._exit(3)\n"}
     with sb.session(src) as impl:

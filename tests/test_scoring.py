@@ -97,11 +97,14 @@ def test_timeouts_and_crashes_from_the_sandbox_are_classified():
 def test_after_two_timeouts_a_task_stops_waiting():
     """Each timeout costs the whole per-call limit: after TIMEOUTS_PER_TASK of them in one task, its other
     tests are scored as timeouts without being tried (so one endless loop cannot stretch a grading to
-    minutes), and they say why."""
+    minutes), with the first timeout's message."""
     from bertlab_grader.sandbox.remote import SubmissionTimeout
 
+    calls = []
+
     def hangs(*args, **kwargs):
-        raise SubmissionTimeout("no answer within 20 s")
+        calls.append(args)
+        raise SubmissionTimeout(f"masked_mean_pool did not return within the 20 s limit (call {len(calls)})")
 
     solutions = _solutions()
     hanging_siamese = SimpleNamespace(**{name: getattr(solutions.siamese, name) for name in dir(solutions.siamese)
@@ -110,11 +113,14 @@ def test_after_two_timeouts_a_task_stops_waiting():
     for task, impl in (("pooling", _fake(masked_mean_pool=hangs)),
                        ("siamese", SimpleNamespace(name="fake", cka=solutions.cka, pooling=solutions.pooling,
                                                    siamese=hanging_siamese, retrieval=solutions.retrieval))):
+        calls.clear()
         result = run_hidden_suite(impl, student="t", tasks=(task,), hints=False)
         outcomes = [t["outcome"] for t in result["tests"]]
-        not_tried = [t for t in result["tests"] if "not run: " in t["message"]]
         assert set(outcomes) == {"timeout"}, (task, outcomes)
-        assert len(not_tried) == len(outcomes) - scoring.TIMEOUTS_PER_TASK > 0, (task, [t["message"] for t in result["tests"]])
+        assert len(calls) <= scoring.TIMEOUTS_PER_TASK < len(outcomes), (task, len(calls))
+        first = next(t["message"] for t in result["tests"] if "(call 1)" in t["message"])
+        not_tried = [t for t in result["tests"] if t["message"] == first]
+        assert len(not_tried) >= len(outcomes) - scoring.TIMEOUTS_PER_TASK, (task, [t["message"] for t in result["tests"]])
 
 
 def test_a_students_own_assert_is_an_error_of_their_code():

@@ -26,6 +26,19 @@ def _work_for(gate, slot, seconds, events):
         events.put(("work-end", slot, time.monotonic()))
 
 
+def _work_in_tests(gate, slot, tests, seconds, events):
+    """``tests`` tests of ``seconds`` each in one block of work, a pause point before each (as a grader
+    worker runs a submission's hidden tests)."""
+    timing_gate.install(gate, slot)
+    with timing_gate.working():
+        events.put(("work-start", slot, time.monotonic()))
+        for i in range(tests):
+            timing_gate.pause_point()
+            events.put((f"test-{i}", slot, time.monotonic()))
+            time.sleep(seconds)
+        events.put(("work-end", slot, time.monotonic()))
+
+
 def _time_for(gate, slot, seconds, events):
     timing_gate.install(gate, slot)
     with timing_gate.working():
@@ -75,6 +88,36 @@ def test_a_timing_waits_for_work_in_progress_and_holds_back_new_work():
     assert got[("work-start", 2)] >= got[("time-end", 1)], "a worker started working during a timing"
 
 
+def _timer_between_tests(ctx, work_in_tests, time_for, gate, start_s: float, tests: int = 4) -> dict:
+    """Slot 0 runs ``tests`` tests of 0.5 s in one block of work; ``start_s`` after it started, slot 1
+    asks to time."""
+    events = ctx.Queue()
+    worker = ctx.Process(target=work_in_tests, args=(gate, 0, tests, 0.5, events))
+    worker.start()
+    assert events.get(timeout=60)[0] == "work-start"
+    time.sleep(start_s)
+    timer = ctx.Process(target=time_for, args=(gate, 1, 0.6, events))
+    timer.start()
+    got = _collect(events, tests + 1 + 2)
+    for p in (worker, timer):
+        p.join(60)
+    return got
+
+
+def _assert_timed_between_two_tests(got: dict) -> None:
+    tests = sorted(when for (kind, _), when in got.items() if kind.startswith("test-"))
+    start, end = got[("time-start", 1)], got[("time-end", 1)]
+    assert start < got[("work-end", 0)], "the timer waited for the worker's whole block of work"
+    assert not any(t < start < t + 0.5 for t in tests), "the timing began while a test was running"
+    assert not any(start < t < end for t in tests), "a test started during the timing"
+
+
+def test_a_timer_waits_for_the_test_in_progress_not_the_whole_submission():
+    ctx = _ctx()
+    _assert_timed_between_two_tests(_timer_between_tests(ctx, _work_in_tests, _time_for, TimingGate(ctx, slots=2),
+                                                         start_s=0.2))
+
+
 def test_a_killed_timer_is_forgotten_and_work_goes_on():
     ctx = _ctx()
     gate, ready = TimingGate(ctx, slots=2), ctx.Event()
@@ -119,6 +162,19 @@ def _host_time_for(room, slot, seconds, events):
     from bertlab_grader.performance.host_gate import HostGate
 
     _time_for(HostGate(room), slot, seconds, events)
+
+
+def _host_work_in_tests(room, slot, tests, seconds, events):
+    from bertlab_grader.performance.host_gate import HostGate
+
+    _work_in_tests(HostGate(room), slot, tests, seconds, events)
+
+
+def test_the_host_gate_lets_a_timer_in_between_two_tests(tmp_path):
+    ctx = mp.get_context("spawn")
+    # (a spawned interpreter starts slowly: the worker runs more tests meanwhile)
+    _assert_timed_between_two_tests(_timer_between_tests(ctx, _host_work_in_tests, _host_time_for, tmp_path,
+                                                         start_s=0.2, tests=10))
 
 
 def _host_hold_forever(room, ready):

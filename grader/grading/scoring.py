@@ -249,19 +249,23 @@ class _Recorder:
         self.entries: dict[str, dict] = {}  # nodeid -> entry, in collection order
         self.collected: list = []
         self.timeouts: dict[str, int] = {}  # task -> tests of it that timed out so far
+        self.first_timeout: dict[str, str] = {}  # task -> what its first timeout said
         self.grader_failure: Optional[str] = None  # set at the first grader failure; the run stops
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
-        # Every timeout costs the whole per-call limit; after TIMEOUTS_PER_TASK of them a task's
-        # remaining tests are scored as timeouts without running, so one endless loop cannot
-        # stretch a submission's grading to minutes.
+        # A call that timed out is not made again with inputs of the same kind (the sandbox's
+        # Session answers it at once), and after TIMEOUTS_PER_TASK timeouts in a task its remaining
+        # tests are scored as timeouts without running, with the first timeout's message: one
+        # endless loop costs the time limit once, not once per test.
+        from bertlab_grader.performance import gate as timing_gate
+
+        timing_gate.pause_point()  # a worker about to time waits for this test, not for the whole suite
         task, _ = _task_and_points(item)
         if self.timeouts.get(task, 0) >= TIMEOUTS_PER_TASK:
             from bertlab_grader.sandbox.remote import SubmissionTimeout
 
-            raise SubmissionTimeout(f"not run: {TIMEOUTS_PER_TASK} earlier tests of task {task} got no answer "
-                                    "in time, so the rest of this task was not tried. Look for an endless loop.")
+            raise SubmissionTimeout(self.first_timeout[task])
 
     def pytest_configure(self, config):
         if self.impl is not None:
@@ -303,6 +307,7 @@ class _Recorder:
                 entry["outcome"], entry["message"] = classify(call.excinfo, "call")
                 if entry["outcome"] == "timeout":
                     self.timeouts[entry["task"]] = self.timeouts.get(entry["task"], 0) + 1
+                    self.first_timeout.setdefault(entry["task"], str(call.excinfo.value))
                 if entry["outcome"] == "failed" and fraction is not None:
                     entry["points"] = entry["max_points"] * float(fraction)
         elif call.when == "teardown" and call.excinfo is not None and entry["outcome"] == "passed":
@@ -367,6 +372,9 @@ def run_hidden_suite(impl, *, student: str, assignment: str = "week7", tasks: Op
         if t["task"] is None:
             raise GraderFailure(f"hidden test {t['name']} has no task marker")
     if hints:
+        from bertlab_grader.performance import gate as timing_gate
+
+        timing_gate.pause_point()
         with one_torch_thread():
             _attach_hints(impl, tests)
     score = sum(t["points"] for t in tests)

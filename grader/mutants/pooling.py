@@ -112,6 +112,35 @@ _POOL_LOOP = '''def masked_mean_pool(
     return torch.stack(rows).to(hidden_states.dtype)
 '''
 
+# The Python loop above, answering from memory when the exact same inputs come again (their bytes):
+# correct, and as fast as the loop on inputs it has not seen. Timed calls never repeat their inputs
+# (grader/performance/timing.py), so the memory earns no speed points (tests/test_grading_trust.py).
+_POOL_LOOP_MEMO = _POOL_LOOP.replace("def masked_mean_pool(", "def _pool_by_loop(", 1) + \
+    '''
+
+_ANSWERS = {}  # sha1 of the inputs' dtypes, shapes and bytes -> the answer computed for them
+
+
+def _fingerprint(tensor) -> bytes:
+    flat = tensor.detach().contiguous().reshape(-1)
+    return f"{tensor.dtype}{tuple(tensor.shape)}".encode() + flat.view(torch.uint8).numpy().tobytes()
+
+
+def masked_mean_pool(
+    hidden_states: Float[Tensor, "B T D"],
+    attention_mask: Num[Tensor, "B T"],
+) -> Float[Tensor, "B D"]:
+    """The loop's masked mean, remembered by the bytes of the inputs (not when a gradient is due)."""
+    if hidden_states.requires_grad or not isinstance(attention_mask, torch.Tensor):
+        return _pool_by_loop(hidden_states, attention_mask)
+    import hashlib
+
+    key = hashlib.sha1(_fingerprint(hidden_states) + _fingerprint(attention_mask)).hexdigest()
+    if key not in _ANSWERS:
+        _ANSWERS[key] = _pool_by_loop(hidden_states, attention_mask)
+    return _ANSWERS[key].clone()
+'''
+
 # The sentence-transformers recipe: the raw mask expanded and cast with .float(), everything in float32
 # (float64 input too), a count clamped at 1e-9, cast back at the end.
 _POOL_ST_RECIPE = '''def masked_mean_pool(
@@ -153,6 +182,9 @@ VARIANTS = (
             {"masked_mean_pool": _POOL_EINSUM}),
     Variant("var_pool_loop", "pooling", "pooling.py", "masked mean with a Python loop over the batch",
             {"masked_mean_pool": _POOL_LOOP}),
+    Variant("var_pool_loop_memo", "pooling", "pooling.py",
+            "the Python loop, answering from memory when the same input bytes come again",
+            {"masked_mean_pool": _POOL_LOOP_MEMO}),
     Variant("var_pool_st_recipe", "pooling", "pooling.py",
             "the sentence-transformers recipe: float32 for every input dtype, count clamped at 1e-9, cast back",
             {"masked_mean_pool": _POOL_ST_RECIPE}),

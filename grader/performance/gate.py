@@ -10,7 +10,10 @@ identical grades"). So timing is exclusive:
   is *work*: it enters through the gate, and many workers work at once;
 - a worker about to time (``bertlab_grader.performance.timing.compare_speed``) leaves work, closes the gate
   so no one enters, waits until every other worker has left work (each finishes the test it is in:
-  seconds at most), times, and opens the gate again.
+  seconds at most), times, and opens the gate again;
+- a worker passes a pause point (``pause_point``) before every hidden test and before the hints: it
+  leaves work there and passes the gate, so a timer waits for the test each other worker is in, never
+  for the rest of its submission.
 
 The main process records results in the gradebook as work too. A worker killed while working or
 timing (a submission over its deadline) is cleared by the runner (``forget``), so the others never
@@ -60,6 +63,19 @@ class TimingGate:
             yield
         finally:
             self._state[self._index(self.slot)] = IDLE
+
+    def pause_point(self) -> None:
+        """Inside work, between two tests: a timer waiting for this worker may take the machine now.
+        The worker leaves work and passes the gate (it waits there while a timer holds it), then
+        works on. So a timer waits for the test each other worker is in, not for its whole submission."""
+        me = self._index(self.slot)
+        if self._state[me] != WORKING:
+            return
+        self._state[me] = IDLE
+        entered = self._gate.acquire(timeout=2 * MAX_WAIT_S)
+        self._state[me] = WORKING
+        if entered:
+            self._gate.release()
 
     @contextmanager
     def exclusive(self) -> Iterator[float]:
@@ -115,6 +131,12 @@ def working() -> Iterator[None]:
     else:
         with _installed.working():
             yield
+
+
+def pause_point() -> None:
+    """``TimingGate.pause_point`` of this process's gate (between two hidden tests), or nothing."""
+    if _installed is not None:
+        _installed.pause_point()
 
 
 @contextmanager

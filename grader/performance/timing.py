@@ -38,7 +38,10 @@ cheaper still but cannot be trusted: the submission's code runs in that process 
 clock. So the trusted side times the whole call, and the reference is timed on the same kind of path:
 
 1. ``student_call`` / ``reference_call``: both sides call on a fresh copy of the inputs (so neither can
-   remember the last object it saw), and the reference's result crosses the real wire format through
+   remember the last object it saw), and every call on its own input variant (the floating-point
+   inputs scaled by a factor of its own: sandbox/inside/copies.py), so no timed call sees values an
+   earlier call saw and an answer remembered by its inputs' bytes is worth nothing; the two calls of
+   a pair share a variant. The reference's result crosses the real wire format through
    a local socket (``wire_roundtrip``), as the submission's does; only the process switch to the
    sandbox (a fraction of a millisecond) is not reproduced;
 2. a timed call does milliseconds of work against a fraction of a millisecond for that switch, and
@@ -64,6 +67,7 @@ GIVE_UP_RATIO = 50.0
 # EDGE_MARGIN of an edge after PAIRS pairs is measured for EXTRA_PAIRS more before it is scored.
 EDGE_MARGIN = 1.25
 EXTRA_PAIRS = 48
+FIRST_PAIR_VARIANT = 2  # variants 0 and 1 are the two warm-up calls' (see _compare)
 
 from bertlab_grader.sandbox.inside.copies import fresh_copy as _fresh_copy  # noqa: E402  (the student's side copies by it too)
 from bertlab_grader.sandbox.malloc_pin import steady_allocator  # noqa: E402
@@ -155,16 +159,21 @@ def fraction_words(fraction: float) -> str:
     return {1.0: "full points", 0.5: "half points", 0.0: "no points"}.get(fraction, f"{fraction:g} of the points")
 
 
-def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
+def _timed(call: Callable[[int], Any], variant: int) -> tuple[float, Any]:
     start = time.perf_counter()
-    result = call()
+    result = call(variant)
     return time.perf_counter() - start, result
 
 
-def compare_speed(student: Callable[[], Any], reference: Callable[[], Any], *, pairs: int = PAIRS,
+def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any], *, pairs: int = PAIRS,
                   give_up_ratio: float = GIVE_UP_RATIO, name: Optional[str] = None) -> tuple[Timing, Any, Any]:
-    """Time ``student()`` against ``reference()``, pair by pair. Returns (timing, student's last result,
-    reference's last result). Exceptions from ``student()`` propagate (the test reports them).
+    """Time ``student(n)`` against ``reference(n)``, pair by pair. Returns (timing, student's last
+    result, reference's last result). Exceptions from ``student`` propagate (the test reports them).
+
+    ``n`` is the input variant of the call (``student_call``, ``reference_call``): every call of a
+    side gets a variant that no earlier call of that side got, and the two calls of a pair get the
+    same one, so the two last results answer the same inputs. A submission that remembers answers
+    by its inputs' bytes therefore never finds one, and is timed on its own speed.
 
     ``name`` (e.g. ``"masked_mean_pool"``): where a timing record is in use (a cohort run, see
     ``bertlab_grader.performance.record``), the measurement of identical files under this name is reused
@@ -174,12 +183,18 @@ def compare_speed(student: Callable[[], Any], reference: Callable[[], Any], *, p
 
     steady_allocator()  # this side's; the sandbox's was set when it started (STEADY_MALLOC_ENV)
     record = timing_record.current() if name else None
+    if record:
+        # Identical files measured before: their measurement is reused, and nothing is timed, so
+        # there is no need for the machine to itself (and no wait for the other workers).
+        with record.locked():
+            kept = record.get(name)
+        if kept is not None:
+            return _reused(kept, student, reference)
     # Lock the record across look-up, timing and store: a worker grading an identical copy waits, then reuses.
     with timing_gate.exclusive() as waited, (record.locked() if record else nullcontext()):
         kept = record.get(name) if record else None
         if kept is not None:
-            timing = Timing.from_record(kept["timing"], kept["measured_at"])
-            timing.student_result, timing.reference_result = student(), reference()
+            timing = _reused(kept, student, reference)[0]
         else:
             timing = _compare(student, reference, pairs, give_up_ratio)
             if record:
@@ -188,15 +203,24 @@ def compare_speed(student: Callable[[], Any], reference: Callable[[], Any], *, p
     return timing, timing.student_result, timing.reference_result
 
 
-def _compare(student: Callable[[], Any], reference: Callable[[], Any], pairs: int, give_up_ratio: float) -> Timing:
+def _reused(kept: dict, student: Callable[[int], Any], reference: Callable[[int], Any]) -> tuple[Timing, Any, Any]:
+    """A kept measurement of identical files, with both sides called once for their results (a right
+    answer is checked afresh)."""
+    timing = Timing.from_record(kept["timing"], kept["measured_at"])
+    timing.student_result, timing.reference_result = student(0), reference(0)
+    return timing, timing.student_result, timing.reference_result
+
+
+def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pairs: int, give_up_ratio: float) -> Timing:
     timing = Timing()
     # Warm-up: the first call pays one-off costs (allocations, lazy imports; through the sandbox even
     # the start of the submission's process), so it is never timed. The second decides whether the
-    # submission is so slow that more pairs would only waste time.
-    student()
-    reference()
-    ref_time, ref_result = _timed(reference)
-    student_time, student_result = _timed(student)
+    # submission is so slow that more pairs would only waste time. Variant 0 is the warm-up's, 1 the
+    # second call's, 2 + i pair i's.
+    student(0)
+    reference(0)
+    ref_time, ref_result = _timed(reference, 1)
+    student_time, student_result = _timed(student, 1)
     timing.student_result, timing.reference_result = student_result, ref_result
     if student_time > give_up_ratio * max(ref_time, 1e-4):
         timing.reference.append(ref_time)
@@ -215,15 +239,17 @@ def near_an_edge(ratio: float) -> bool:
 
 
 def _time_pairs(timing: Timing, student, reference, numbers: range) -> None:
-    """Time one pair per number: the reference first on even numbers, the submission first on odd ones,
-    so neither side always runs in the other's wake (a warm cache, a freshly woken core)."""
+    """Time one pair per number, both calls on input variant 2 + number: the reference first on even
+    numbers, the submission first on odd ones, so neither side always runs in the other's wake (a warm
+    cache, a freshly woken core)."""
     for i in numbers:
+        variant = FIRST_PAIR_VARIANT + i
         if i % 2 == 0:
-            ref_time, timing.reference_result = _timed(reference)
-            student_time, timing.student_result = _timed(student)
+            ref_time, timing.reference_result = _timed(reference, variant)
+            student_time, timing.student_result = _timed(student, variant)
         else:
-            student_time, timing.student_result = _timed(student)
-            ref_time, timing.reference_result = _timed(reference)
+            student_time, timing.student_result = _timed(student, variant)
+            ref_time, timing.reference_result = _timed(reference, variant)
         timing.reference.append(ref_time)
         timing.student.append(student_time)
 
@@ -266,20 +292,22 @@ def wire_roundtrip(value: Any) -> Any:
     return rpc.Decoder(tensors).decode(header["v"])
 
 
-def student_call(impl, fn: Callable, *args, **kwargs) -> Callable[[], Any]:
-    """A zero-argument call of the submission's ``fn`` (e.g. ``impl.pooling.masked_mean_pool``) on a
-    fresh copy of the arguments. Through the sandbox the arguments are sent once and copied there."""
+def student_call(impl, fn: Callable, *args, **kwargs) -> Callable[[int], Any]:
+    """``call(n)``: the submission's ``fn`` (e.g. ``impl.pooling.masked_mean_pool``) on a fresh copy
+    of the arguments as input variant ``n`` (sandbox/inside/copies.py). Through the sandbox the
+    arguments are sent once, and each call's variant is made there."""
     if is_in_process(impl):
-        return lambda: fn(*_fresh_copy(args), **_fresh_copy(kwargs))
+        return lambda n: fn(*_fresh_copy(args, n), **_fresh_copy(kwargs, n))
     session = impl._session
     stashed_args = tuple(session.stash(a) for a in args)
     stashed_kwargs = {k: session.stash(v) for k, v in kwargs.items()}
-    return lambda: session.request(fn, "call", stashed_args, stashed_kwargs, watch=False)
+    return lambda n: session.request(fn, "call", tuple(a.with_variant(n) for a in stashed_args),
+                                     {k: v.with_variant(n) for k, v in stashed_kwargs.items()}, watch=False)
 
 
-def reference_call(impl, fn: Callable, *args, **kwargs) -> Callable[[], Any]:
-    """A zero-argument call of the reference ``fn`` that travels the same path as ``student_call``:
-    a fresh copy of the arguments, and, when ``impl`` is sandboxed, the result through the wire format."""
+def reference_call(impl, fn: Callable, *args, **kwargs) -> Callable[[int], Any]:
+    """``call(n)``: the reference ``fn`` on the path of ``student_call``: a fresh copy of the arguments
+    as input variant ``n``, and, when ``impl`` is sandboxed, the result through the wire format."""
     if is_in_process(impl):
-        return lambda: fn(*_fresh_copy(args), **_fresh_copy(kwargs))
-    return lambda: wire_roundtrip(fn(*_fresh_copy(args), **_fresh_copy(kwargs)))
+        return lambda n: fn(*_fresh_copy(args, n), **_fresh_copy(kwargs, n))
+    return lambda n: wire_roundtrip(fn(*_fresh_copy(args, n), **_fresh_copy(kwargs, n)))

@@ -105,7 +105,7 @@ class Remote:
         return self._bl_child(name)
 
     def _bl_child(self, name: str) -> "Remote":
-        return Remote(self._bl_session, self._bl_root, self._bl_path + (name,), None, self._bl_ref)
+        return Remote(self._bl_session, self._bl_root, self._bl_path + (name,), self._bl_type, self._bl_ref)
 
     def __call__(self, *args, **kwargs):
         return self._bl_session.request(self, "call", args, kwargs)

@@ -300,8 +300,12 @@ class ChildServer:
                 raise _WorkerError({"type": "StaleStash", "builtin": None, "traceback": "", "fatal": False,
                                     "message": "this stashed value does not exist in the server"})
             # A fresh copy per call: the code under test may change it in place, or remember the
-            # object it saw last, and neither must carry over to the next call.
-            return _fresh_copy(self.stashed[tag["id"]])
+            # object it saw last, and neither must carry over to the next call. A timed call asks
+            # for its own variant, so it never sees the values of an earlier one (copies.py).
+            variant = tag.get("variant", 0)
+            if type(variant) is not int or not 0 <= variant < 2**16:
+                raise self.rpc.ProtocolError("bad stash variant")
+            return _fresh_copy(self.stashed[tag["id"]], variant)
         raise self.rpc.ProtocolError(f"unknown tag {kind}")
 
     def _to_handle(self, obj) -> dict:

@@ -1,0 +1,97 @@
+"""Grades kept from an earlier version of the kit, and how today's grades may differ from them.
+
+A snapshot (``tests/fixtures/grade_snapshots/<name>.json``) holds, per student, every hidden test's
+outcome, points, message and hint as an earlier kit graded them: ``python tests/grade_snapshots.py
+COURSE OUT.json`` writes one from a graded course. test_demo.py and test_outside_bank.py compare
+today's grading of the same submissions with it, test by test, so a change that was meant to make
+grading faster cannot quietly change what a grade means.
+
+What may differ, and only this:
+
+- a test whose submission did not return in time: since a call that timed out is no longer made
+  again with the same kind of inputs, its later tests fail at once with the first timeout's message
+  (the points are 0 either way, so only the outcome and the message may change, never to a pass);
+- the performance task's messages (they quote the measured milliseconds), and its points only where
+  a ratio lies within the protocol's margin of a band edge (``grade_differences``);
+- each snapshot names its kit version, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+SNAPSHOTS = Path(__file__).resolve().parent / "fixtures" / "grade_snapshots"
+KEPT = ("task", "outcome", "points", "message", "hint")
+
+
+def snapshot(results: dict[str, dict]) -> dict[str, dict]:
+    """{student: {test name: {task, outcome, points, message, hint}}} of {student: results.json}."""
+    return {student: {t["name"]: {k: t.get(k) for k in KEPT} for t in result["tests"]}
+            for student, result in sorted(results.items())}
+
+
+def load(name: str) -> dict:
+    return json.loads((SNAPSHOTS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _is_timeout_change(before: dict, after: dict) -> bool:
+    """A change item 3 of the timeouts allows: no points either way, and a timeout on one side."""
+    return (before["points"] == after["points"] == 0 and "timeout" in (before["outcome"], after["outcome"])
+            and "passed" not in (before["outcome"], after["outcome"]))
+
+
+def differences(before: dict, results: dict[str, dict]) -> list[str]:
+    """How today's ``results`` ({student: results.json}) differ from the snapshot ``before``; [] when
+    they agree (see the module docstring for what may differ)."""
+    from bertlab_grader.course.results import grade_differences
+
+    now = snapshot(results)
+    lines = []
+    for student in sorted(set(before["grades"]) | set(now)):
+        if student not in before["grades"] or student not in now:
+            lines.append(f"{student}: graded in only one of the two")
+            continue
+        old, new = before["grades"][student], now[student]
+        for name in sorted(set(old) | set(new)):
+            a, b = old.get(name), new.get(name)
+            if a is None or b is None:
+                lines.append(f"{student}: {name} is in only one of the two")
+                continue
+            if a["task"] == "performance":
+                continue  # below: bands, with their edge margin
+            if a == b or _is_timeout_change(a, b):
+                continue
+            changed = [k for k in KEPT if a.get(k) != b.get(k)]
+            lines.append(f"{student}: {name}: {', '.join(f'{k} {a.get(k)!r} -> {b.get(k)!r}' for k in changed)}")
+    as_results = {s: {"tests": [dict(t, name=n, ratio=None) for n, t in tests.items()]}
+                  for s, tests in before["grades"].items()}
+    for s in as_results:
+        for t in as_results[s]["tests"]:
+            t["ratio"] = before.get("ratios", {}).get(s, {}).get(t["name"])
+    lines += [line for line in grade_differences(as_results, results)
+              if not line.startswith("near an edge:") and ": performance " not in line]
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python tests/grade_snapshots.py COURSE OUT.json   (COURSE graded by `bertlab grade`)")
+        return 2
+    import subprocess
+
+    course, out = Path(argv[1]), Path(argv[2])
+    results = {p.parent.parent.name: json.loads(p.read_text(encoding="utf-8"))
+               for p in sorted(course.glob("autograded/*/week7/results.json"))}
+    kit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent).stdout.strip()
+    ratios = {s: {t["name"]: t["ratio"] for t in r["tests"] if "ratio" in t} for s, r in results.items()}
+    out.write_text(json.dumps({"kit": kit, "grades": snapshot(results), "ratios": ratios}, indent=1,
+                              sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{out}: {len(results)} students, kit {kit}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
