@@ -2,7 +2,8 @@
 
 A snapshot (``tests/fixtures/grade_snapshots/<name>.json``) holds, per student, every hidden test's
 outcome, points, message and hint as an earlier kit graded them: ``python tests/grade_snapshots.py
-COURSE OUT.json`` writes one from a graded course. test_demo.py and test_outside_bank.py compare
+COURSE OUT.json KIT`` writes one from a course graded by kit KIT. The two kept here are kit 5589abe's
+(the commit before issue 22): `bertlab demo --keep`, and `python tests/test_outside_bank.py COURSE`. test_demo.py and test_outside_bank.py compare
 today's grading of the same submissions with it, test by test, so a change that was meant to make
 grading faster cannot quietly change what a grade means.
 
@@ -23,11 +24,11 @@ import sys
 from pathlib import Path
 
 SNAPSHOTS = Path(__file__).resolve().parent / "fixtures" / "grade_snapshots"
-KEPT = ("task", "outcome", "points", "message", "hint")
+KEPT = ("task", "outcome", "points", "max_points", "message", "hint")
 
 
 def snapshot(results: dict[str, dict]) -> dict[str, dict]:
-    """{student: {test name: {task, outcome, points, message, hint}}} of {student: results.json}."""
+    """{student: {test name: {task, outcome, points, max_points, message, hint}}} of {student: results.json}."""
     return {student: {t["name"]: {k: t.get(k) for k in KEPT} for t in result["tests"]}
             for student, result in sorted(results.items())}
 
@@ -76,16 +77,17 @@ def differences(before: dict, results: dict[str, dict]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print("usage: python tests/grade_snapshots.py COURSE OUT.json   (COURSE graded by `bertlab grade`)")
+    if len(argv) not in (3, 4):
+        print("usage: python tests/grade_snapshots.py COURSE OUT.json [KIT]   (COURSE graded by `bertlab grade` "
+              "of kit KIT, a commit; default: this checkout's)")
         return 2
     import subprocess
 
     course, out = Path(argv[1]), Path(argv[2])
     results = {p.parent.parent.name: json.loads(p.read_text(encoding="utf-8"))
                for p in sorted(course.glob("autograded/*/week7/results.json"))}
-    kit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parent).stdout.strip()
+    kit = argv[3] if len(argv) == 4 else subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                        text=True, cwd=Path(__file__).resolve().parent).stdout.strip()
     ratios = {s: {t["name"]: t["ratio"] for t in r["tests"] if "ratio" in t} for s, r in results.items()}
     out.write_text(json.dumps({"kit": kit, "grades": snapshot(results), "ratios": ratios}, indent=1,
                               sort_keys=True) + "\n", encoding="utf-8")

@@ -31,6 +31,17 @@ def test_demo(demo):
     assert sorted(demo["results"]) == ["alice", "bob", "carol", "dave", "erin", "frank"]
 
 
+def test_demo_grades_as_before_the_speed_work(demo):
+    """Test by test (outcome, points, message, hint), the demo cohort graded today as the kit graded
+    it before grading was made faster (tests/grade_snapshots.py says what may differ: erin's later
+    timeouts now fail at once with the first one's message)."""
+    from grade_snapshots import differences, load
+
+    before = load("demo")
+    found = differences(before, demo["results"])
+    assert not found, f"the demo's grades differ from kit {before['kit']}'s:\n  " + "\n  ".join(found)
+
+
 def test_demo_scores_follow_the_cohort(demo):
     r = demo["results"]
     for task in TASKS:

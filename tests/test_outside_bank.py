@@ -189,6 +189,17 @@ def test_outside_bank_entry_graded_as_its_kind(cohort, name):
                                    "submission should be:", *found])
 
 
+@pytest.mark.slow
+def test_outside_bank_grades_as_before_the_speed_work(cohort):
+    """Test by test (outcome, points, message, hint), the bank graded today as the kit graded it before
+    grading was made faster (tests/grade_snapshots.py says what may differ, and why)."""
+    from grade_snapshots import differences, load
+
+    before = load("outside_bank")
+    found = differences(before, cohort["results"])
+    assert not found, (f"the outside bank's grades differ from kit {before['kit']}'s:\n  " + "\n  ".join(found))
+
+
 # ---------------------------------------------------------------------------------------------------
 # for instructors: python tests/test_outside_bank.py [COURSE]
 
