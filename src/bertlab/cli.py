@@ -23,10 +23,12 @@ DESCRIPTION = ("bertlab: the week-7 transfer-learning exercises (CKA, pooling, S
 
 
 def _cmd_check(args) -> int:
-    from .check import run_check
+    from .check import run_check, watch_check
 
-    return run_check(task=args.task, impl=args.impl, verbose=args.verbose,
-                     directory=Path(args.dir) if args.dir else None)
+    directory = Path(args.dir) if args.dir else None
+    if args.watch:
+        return watch_check(task=args.task, impl=args.impl, verbose=args.verbose, directory=directory)
+    return run_check(task=args.task, impl=args.impl, verbose=args.verbose, directory=directory)
 
 
 def _cmd_lesson(args) -> int:
@@ -94,6 +96,9 @@ def add_student_commands(sub) -> None:
     p.add_argument("--task", choices=EXERCISE_TASKS, help="only this task")
     p.add_argument("--dir", metavar="DIR", help="your exercises folder (default: found from the working directory)")
     p.add_argument("-v", "--verbose", action="store_true", help="show every test, not just the first failure")
+    p.add_argument("--watch", action="store_true",
+                   help="keep going: check again each time you save a file (the first check loads for a few "
+                        "seconds, later ones take about a second); Ctrl-C to stop")
     p.add_argument("--impl", default="exercises", help=argparse.SUPPRESS)  # the kit's own tests: 'reference'
     p.set_defaults(func=_cmd_check)
 

@@ -22,6 +22,7 @@ or a pasted report stays readable. Exit status: 0 only when every selected task 
 # parent that runs and follows it; hints.py; display.py; command.py). This door re-exports their
 # public names.
 from bertlab.check.command import run_check  # noqa: F401
+from bertlab.check.watch import watch_check  # noqa: F401
 from bertlab.check.display import PlainDisplay, RichDisplay, _use_rich  # noqa: F401
 from bertlab.check.events import PUBLIC_TESTS, TIMEOUT_ENV, _stub_fields  # noqa: F401
 from bertlab.check.hints import concept_page, hint_for, next_step, next_task  # noqa: F401

@@ -1,11 +1,18 @@
 """The parent side of `bertlab check`: run the public tests in a child process, follow its events,
 and sum them up per task (TestResult, TaskReport, CheckRun).
+
+How the child starts is a *launcher*'s job: by default a fresh Python (``python -m pytest ...``),
+guarded on Linux so that nothing it starts outlives the check (guard.py); `bertlab check --watch`
+passes the warm checker's launcher instead (warm.py: a fork of a process that has already imported
+torch, transformers and the public tests). Either way the child is followed here, the same way: its
+events, the per-test time limit, a cancelled check, and what it said (and did not say) at the end.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -13,8 +20,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Protocol, Sequence
 
+from bertlab.check import guard
 from bertlab.check.events import CODE_ENV, DEFAULT_TEST_TIMEOUT, PUBLIC_TESTS, PUBLIC_TESTS_CONFIG, REPORT_ENV, TIMEOUT_ENV
 
 # A task's status in a run (see the package's docstring).
@@ -146,28 +154,97 @@ def _read_new_lines(handle, pending: str) -> tuple[list[dict], str]:
     return events, lines[-1]
 
 
+def pytest_args(tasks: Sequence[str], impl: str) -> list[str]:
+    """pytest's arguments for the child (run with cwd = the workspace). The public tests' own
+    pytest.ini and rootdir: a pytest configuration in the student's folder never changes how they run."""
+    return [str(PUBLIC_TESTS), "-c", str(PUBLIC_TESTS_CONFIG), "--rootdir", str(PUBLIC_TESTS),
+            "-m", " or ".join(tasks), "--impl", impl, "-p", "bertlab.check.events", "-q", "--color=no",
+            "-p", "no:cacheprovider"]
+
+
 def child_command(tasks: Sequence[str], impl: str) -> list[str]:
-    """The child's command line (run with cwd = the workspace). The public tests' own pytest.ini and
-    rootdir: a pytest configuration in the student's folder never changes how they run."""
-    return [sys.executable, "-m", "pytest", str(PUBLIC_TESTS), "-c", str(PUBLIC_TESTS_CONFIG),
-            "--rootdir", str(PUBLIC_TESTS), "-m", " or ".join(tasks), "--impl", impl, "-p", "bertlab.check.events", "-q", "--color=no", "-p", "no:cacheprovider"]
+    """The fresh child's command line: ``python -m pytest`` with ``pytest_args``."""
+    return [sys.executable, "-m", "pytest", *pytest_args(tasks, impl)]
 
 
-def _kill(proc: subprocess.Popen) -> None:
+class CheckChild(Protocol):
+    """What run_public_tests needs of a running child, however it was started."""
+
+    returncode: Optional[int]
+
+    def poll(self) -> Optional[int]:
+        """The exit code (negative: killed by that signal) once it has ended, else None."""
+
+    def stop(self) -> None:
+        """Kill it and everything it started, and wait for it."""
+
+
+#: (tasks, impl argument, working directory, environment, output file) -> the running child.
+Launcher = Callable[[Sequence[str], str, Path, dict, Path], CheckChild]
+
+
+class CheckCancelled(Exception):
+    """The check was stopped before its end because ``interrupted()`` said so (a newer save, in --watch)."""
+
+
+class _PopenChild:
+    """A fresh child where checks cannot be guarded (not Linux): its own session, killed as a group."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return self.proc.returncode
+
+    def poll(self) -> Optional[int]:
+        return self.proc.poll()
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the child runs in its own session: its whole group
+        except (ProcessLookupError, PermissionError, AttributeError):
+            self.proc.kill()
+        self.proc.wait()
+
+
+def launch_fresh_python(tasks: Sequence[str], impl: str, cwd: Path, env: dict, output: Path) -> CheckChild:
+    """The default launcher: a fresh ``python -m pytest``, guarded where guard.py can (Linux)."""
+    command = child_command(tasks, impl)
+    if guard.supported():
+        def exec_pytest() -> int:
+            os.chdir(cwd)
+            os.execve(command[0], command, env)
+            return 127  # not reached: execve replaces the process or raises
+
+        return guard.start(exec_pytest, output)
+    with open(output, "ab") as out:
+        return _PopenChild(subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True))
+
+
+def _wait_a_little(child: CheckChild, seconds: float = 0.05) -> None:
+    """Sleep until the child may have something to say: at most ``seconds``, less when it has ended."""
+    fileno = getattr(child, "fileno", None)
+    if fileno is None:
+        time.sleep(seconds)
+        return
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the child runs in its own session: its whole group
-    except (ProcessLookupError, PermissionError, AttributeError):
-        proc.kill()
-    proc.wait()
+        select.select([fileno()], [], [], seconds)
+    except (OSError, ValueError):
+        time.sleep(seconds)
 
 
 def run_public_tests(root: Path, tasks: Sequence[str], impl: str = "exercises",
                      on_event: Callable[[str, dict], None] = lambda kind, event: None,
-                     test_timeout: Optional[float] = None) -> CheckRun:
+                     test_timeout: Optional[float] = None, launch: Optional[Launcher] = None,
+                     interrupted: Optional[Callable[[], bool]] = None) -> CheckRun:
     """Run the public tests of ``tasks`` in a child pytest and collect a CheckRun (no printing).
 
     root: the workspace (the folder holding exercises/). impl: ``"exercises"`` (root/exercises),
-    ``"reference"`` (instructor kit only) or a directory with the four exercise files.
+    ``"reference"`` (instructor kit only) or a directory with the four exercise files. launch: how the
+    child starts (default: ``launch_fresh_python``). interrupted: asked between events; when it says
+    True the child is stopped and CheckCancelled raised.
     """
     root = Path(root).resolve()
     if test_timeout is None:
@@ -189,10 +266,10 @@ def run_public_tests(root: Path, tasks: Sequence[str], impl: str = "exercises",
         report, output = Path(tmp) / "events.jsonl", Path(tmp) / "pytest-output.txt"
         report.touch()
         env[REPORT_ENV] = str(report)
+        output.touch()
         timed_out = False
-        with open(output, "wb") as out, open(report, encoding="utf-8") as events:
-            proc = subprocess.Popen(child_command(tasks, impl_arg), cwd=root, env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        with open(report, encoding="utf-8") as events:
+            child = (launch or launch_fresh_python)(tasks, impl_arg, root, env, output)
             pending, last_event = "", time.monotonic()
             try:
                 while True:
@@ -201,19 +278,22 @@ def run_public_tests(root: Path, tasks: Sequence[str], impl: str = "exercises",
                         follower.feed(event)
                     if new:
                         last_event = time.monotonic()
-                    if proc.poll() is not None:
+                    if child.poll() is not None:
                         for event in _read_new_lines(events, pending + "\n")[0]:
                             follower.feed(event)
                         break
                     if follower.running and time.monotonic() - last_event > test_timeout:
                         timed_out = True
-                        _kill(proc)
+                        child.stop()
                         break
-                    time.sleep(0.05)
+                    if interrupted is not None and interrupted():
+                        child.stop()
+                        raise CheckCancelled()
+                    _wait_a_little(child)
             except BaseException:
-                _kill(proc)
+                child.stop()
                 raise
-        run.returncode = proc.returncode
+        run.returncode = child.returncode
         tail = output.read_text(encoding="utf-8", errors="replace")[-4000:]
     run.seconds = time.monotonic() - started
     _settle(run, follower, timed_out, test_timeout, tail)
