@@ -486,6 +486,40 @@ def test_a_guarded_check_kills_what_it_leaves_behind_and_stop_kills_everything(t
     assert _is_zombie(int(pidfile.read_text())) and _is_zombie(running.pid)
 
 
+GUARDED_CHECKER = textwrap.dedent("""
+    import subprocess, sys, time
+    from pathlib import Path
+    from bertlab.check import guard
+
+    def payload() -> int:
+        child = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(3600)"])
+        Path(sys.argv[1]).write_text(str(child.pid))
+        time.sleep(3600)
+        return 0
+
+    guard.start(payload, Path(sys.argv[2]))
+    time.sleep(3600)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_guard_whose_checker_dies_kills_everything_of_its_check(tmp_path, sig):
+    """Five times: the checker killed while its check runs and the check's own child (in a session of
+    its own) sleeps; nothing of the check survives it."""
+    for round_ in range(5):
+        token, pidfile = uuid.uuid4().hex, tmp_path / f"child-{round_}.pid"
+        checker = subprocess.Popen([sys.executable, "-c", GUARDED_CHECKER, str(pidfile), str(tmp_path / "out.txt")],
+                                   env={**os.environ, TOKEN_ENV: token})
+        deadline = time.monotonic() + 60
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline and checker.poll() is None
+            time.sleep(0.01)
+        assert len(processes_with(token)) == 4  # the checker, the guard, the payload, its child
+        checker.send_signal(sig)
+        checker.wait(30)
+        assert not wait_until_gone(token), f"round {round_}: the check's processes outlived its checker"
+
+
 FORK_SAFETY = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path

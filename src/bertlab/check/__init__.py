@@ -16,11 +16,18 @@ run before this task's tests), ``no tests`` (none collected). Progress records t
 
 Output is rich when stdout is a terminal, plain text otherwise (or when NO_COLOR is set), so a CI log
 or a pasted report stays readable. Exit status: 0 only when every selected task passed.
+
+On Linux every check is *guarded* (guard.py): the child runs under a small guard process that kills
+whatever the check started once it ends, or once the checker goes away (ended, or killed with SIGTERM
+or SIGKILL). ``bertlab check --watch`` (watch.py) keeps one warm process (warm.py) that has imported
+torch, transformers and the public tests once, forks a guarded child from it for every check, and
+checks again the tasks a save affects (affected.py), each time with the same report.
 """
 
 # The command lives in a package of one job per module (events.py: the child's plugin; run.py: the
-# parent that runs and follows it; hints.py; display.py; command.py). This door re-exports their
-# public names.
+# parent that runs and follows it; guard.py: a check's processes die with it; warm.py: the watcher's
+# preloaded process and its forked checks; affected.py: which tasks a saved file affects; watch.py:
+# the watch loop; hints.py; display.py; command.py). This door re-exports their public names.
 from bertlab.check.command import run_check  # noqa: F401
 from bertlab.check.watch import watch_check  # noqa: F401
 from bertlab.check.display import PlainDisplay, RichDisplay, _use_rich  # noqa: F401

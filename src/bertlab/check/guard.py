@@ -53,14 +53,6 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-class _Stop(BaseException):
-    """Raised in the guard by a signal asking it to end the check (SIGTERM, SIGHUP, parent death)."""
-
-
-def _raise_stop(signum, frame):
-    raise _Stop()
-
-
 class GuardedChild:
     """The checker's handle on a guarded check: ``pid`` is the guard's (its session and process group)."""
 
@@ -172,8 +164,14 @@ class _Guard:
 
     def run(self, payload: Callable[[], int], output: str) -> int:
         os.setsid()  # a session (and process group) of its own: no terminal signals, one group to kill
+        # A signal asking the guard to stop (SIGTERM, SIGHUP, SIGINT, or SIGTERM as the checker's death
+        # alarm) only wakes its wait, through the wake-up pipe: a handler that raised could interrupt the
+        # clean-up itself, and leave the check's processes alive.
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(sig, _raise_stop)
+            signal.signal(sig, lambda signum, frame: None)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         self.subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1)
         _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -181,18 +179,15 @@ class _Guard:
             if os.getppid() != self.checker:  # the checker died before the alarm was set
                 return 0
             self._stdio(output)
+            guard_pid = os.getpid()
             self.payload_pid = os.fork()
             if self.payload_pid == 0:
-                self._payload(payload)
+                self._payload(payload, guard_pid, (self.wake_r, wake_w))
             self._wait_for_payload_or_checker()
-        except _Stop:
-            pass
         finally:
-            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):  # nothing interrupts the clean-up
-                signal.signal(sig, signal.SIG_IGN)
             self._kill_descendants()
-        code = self.payload_status if self.payload_status is not None else -signal.SIGKILL
-        os.write(self.status, f"{code}\n".encode())
+            code = self.payload_status if self.payload_status is not None else -signal.SIGKILL
+            os.write(self.status, f"{code}\n".encode())
         return 0
 
     @staticmethod
@@ -205,17 +200,18 @@ class _Guard:
         os.close(devnull)
         os.close(out)
 
-    def _payload(self, payload: Callable[[], int]) -> None:
+    def _payload(self, payload: Callable[[], int], guard_pid: int, wake: tuple[int, int]) -> None:
         """In the payload's process: never returns."""
         code = _GUARD_FAILED
         try:
-            os.close(self.lifeline)
-            os.close(self.status)
+            signal.set_wakeup_fd(-1)
+            for fd in (self.lifeline, self.status, *wake):
+                os.close(fd)
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
                 signal.signal(sig, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a fresh Python
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() == os.getpid() or os.getppid() == 1:
+            if os.getppid() != guard_pid:  # the guard died before the alarm was set
                 os._exit(code)
             code = payload()
         except SystemExit as exc:
@@ -233,13 +229,13 @@ class _Guard:
             pidfd = os.pidfd_open(self.payload_pid)  # readable when the payload exits (Linux 5.3+)
         except (AttributeError, OSError):
             pidfd = None
-        watched = [self.lifeline] + ([pidfd] if pidfd is not None else [])
+        watched = [self.lifeline, self.wake_r] + ([pidfd] if pidfd is not None else [])
         while True:
             ready, _, _ = select.select(watched, [], [], None if pidfd is not None else 0.02)
             self._reap()
             if self.payload_status is not None:
                 return
-            if self.lifeline in ready:  # EOF: the checker is gone, or asks the check to stop
+            if self.lifeline in ready or self.wake_r in ready:  # EOF: the checker is gone or asks to stop
                 return
 
     def _reap(self) -> None:
