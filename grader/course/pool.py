@@ -38,6 +38,23 @@ def open_sandbox(hide: list[str], uid: int | None, unsafe_no_sandbox: bool):
     return Sandbox(**kwargs)
 
 
+def _end_with_the_main_process() -> None:
+    """Make this worker end the moment the main process is gone, however it went (SIGKILL included):
+    otherwise it would grade on to the end of its submission, and its sandbox with it, for nobody.
+    Its sandbox's bubblewrap dies with it (--die-with-parent), and everything inside with bubblewrap."""
+    import threading
+
+    parent = mp.parent_process()  # the main process, also for a worker forked by the fork server
+    if parent is None:
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="bertlab-end-with-main", daemon=True).start()
+
+
 def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sandbox: bool, gate=None,
                  timings: str | None = None) -> None:
     """A trusted grader worker: one warm sandbox, a preflight, then submissions in, results out.
@@ -59,6 +76,7 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
 
     import torch
 
+    _end_with_the_main_process()
     torch.set_num_threads(1)  # one core per worker: N workers share the machine without oversubscribing
     timing_gate.install(gate, slot)
     sandbox = None
