@@ -72,6 +72,7 @@ class WarmChecker:
             self._load_model()
         with _step(say, "loading the public tests"):
             self._collect_public_tests(code_dir)
+            _import_what_failures_need()
         gc.collect()
         gc.freeze()
         self.loaded = True
@@ -146,6 +147,22 @@ class WarmChecker:
         numpy.random.seed()
         _import_from_source(Path(env[CODE_ENV]))
         return int(pytest.main(args))
+
+
+#: Modules a check imports only when a test fails (hypothesis's explanation of a failing example
+#: imports libcst: 0.7 s) or when it loads the student's code: imported once here instead.
+FAILURE_MODULES = ("bertlab.implementations", "hypothesis.extra._patching", "libcst.native",
+                   "torch._subclasses.schema_check_mode")
+
+
+def _import_what_failures_need() -> None:
+    import importlib
+
+    for name in FAILURE_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - another version without it: the check imports what it needs
+            pass
 
 
 def _threads_asked_for() -> int:
