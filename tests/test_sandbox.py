@@ -577,6 +577,26 @@ def test_a_template_that_dies_before_it_is_ready_is_the_graders_failure():
         sandbox.close()
 
 
+@pytest.mark.skipif(not BWRAP_INSTALLED, reason="bubblewrap is not installed")
+def test_mounts_that_stop_the_template_are_named_in_bubblewraps_own_words(monkeypatch):
+    """The mounts are tried only when the template does not come up (a trial start per worker cost
+    seconds of every cohort's start-up); then bwrap's own words say what is wrong."""
+    real = launcher.Sandbox._bwrap_args
+
+    def with_a_missing_source(self):
+        bwrap, *options = real(self)
+        return [bwrap, "--ro-bind", "/nonexistent-bertlab-mount", "/mnt/missing", *options]
+
+    monkeypatch.setattr(launcher.Sandbox, "_bwrap_args", with_a_missing_source)
+    sandbox = Sandbox(kit_root=KIT, preload=(), start_timeout_s=30.0)
+    try:
+        with pytest.raises(SandboxError, match="cannot start with its mounts") as info:
+            sandbox.wait_ready()
+        assert "nonexistent-bertlab-mount" in str(info.value)
+    finally:
+        sandbox.close()
+
+
 def test_a_child_that_dies_before_any_submitted_code_runs_is_the_graders_failure(sb, monkeypatch):
     """The child's own set-up fails (here: limits it cannot apply) before it imports anything of
     the submission: SandboxError, not a crash scored against the student; and its report names

@@ -18,9 +18,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from typing import TYPE_CHECKING
+
 from bertlab_grader.core.locations import COURSE_TEMPLATES
+
+if TYPE_CHECKING:  # nbformat is imported where a notebook is built: its jsonschema costs a second at import
+    import nbformat
 
 NBGRADER_SCHEMA_VERSION = 3
 TEMPLATES = COURSE_TEMPLATES
@@ -70,6 +73,8 @@ def _intro(assignment: str, max_points: Mapping[str, float]) -> str:
 
 def build_source_notebook(assignment: str, max_points: Mapping[str, float]) -> nbformat.NotebookNode:
     """The instructor's source notebook: an introduction and one grade cell per task."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.metadata["language_info"] = {"name": "python"}
@@ -123,6 +128,8 @@ def _task_text(task: str, tests: Sequence[Mapping], score: float, max_score: flo
 def build_graded_notebook(assignment: str, max_points: Mapping[str, float],
                           result: Mapping) -> nbformat.NotebookNode:
     """The student's graded notebook: the source cells, each grade cell showing its task's tests."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.metadata["language_info"] = {"name": "python"}

@@ -159,6 +159,16 @@ def _context():
     return ctx
 
 
+def start_fork_server() -> None:
+    """Start the workers' fork server now: its warm-up (torch, MiniLM, the reference data: seconds of
+    one core) then runs while this process still prepares the run, and ``start_workers`` forks from a
+    server that is warm sooner. Nothing happens with BERTLAB_WORKER_START=spawn."""
+    if _context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
 def start_workers(n: int, hide: list[str], assignment: str, unsafe_no_sandbox: bool = False,
                   timings: Path | None = None) -> list[_Worker]:
     """Start ``n`` grader workers now; they warm up (seconds) while the caller prepares the course.

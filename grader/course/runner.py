@@ -52,8 +52,8 @@ from pathlib import Path
 from bertlab.fileio import atomic_write_text
 from bertlab_grader.core.failures import GraderFailure, UsageError
 
-from bertlab_grader.course.pool import (RunStopped, _check_sandbox, _pool_results, default_workers, start_workers,
-                                        stop_workers)
+from bertlab_grader.course.pool import (RunStopped, _check_sandbox, _pool_results, default_workers, start_fork_server,
+                                        start_workers, stop_workers)
 from bertlab_grader.course.pool import _context  # noqa: F401  (tests start their own workers with it)
 from bertlab_grader.course.preconditions import check_course_for_grading
 from bertlab_grader.course.results import format_gradebook
@@ -215,6 +215,7 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     if todo and on_cluster:  # connect first: an unreachable scheduler changes nothing (exit 2)
         grading = _start_cluster(stack, scheduler, cluster, assignment, hide, unsafe_no_sandbox, quiet)
     elif todo:
+        start_fork_server()  # its warm-up overlaps the checks and the gradebook set-up below
         _check_sandbox(unsafe_no_sandbox)
     # The gradebook set-up (several seconds of nbgrader) runs in a thread while the workers start: the
     # first start waits for the fork server's warm-up (torch, MiniLM, reference data), and each

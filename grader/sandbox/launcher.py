@@ -116,7 +116,8 @@ class Sandbox:
         if works:
             self.isolated = True
             self.drop_to: Optional[int] = self._drop_uid()
-            self._check_mounts()
+            # (The mounts are checked only when the template does not come up: a trial start costs
+            # seconds of every grader worker's start-up, and the template's own start tries them.)
         elif use_bwrap or not unsafe_no_sandbox:
             raise _unavailable(why)
         else:
@@ -230,7 +231,8 @@ class Sandbox:
     def _check_mounts(self) -> None:
         """Start the server with this very set of mounts, as the uid it will run as, and have it find
         (and read) what it imports: a layout the mounts get wrong fails here, with bwrap's or Python's
-        own words, instead of as a template that dies during its warm-up. Cached per command line.
+        own words, instead of only as a template that died during its warm-up (``wait_ready`` calls
+        it when the template does not come up). Cached per command line.
 
         Bubblewrap itself works (``bubblewrap_status``), so a failure here is a SandboxError of the
         mounts, not a missing sandbox: it is never a reason to run without isolation.
@@ -280,6 +282,8 @@ class Sandbox:
             except _TemplateFailed as exc:
                 log = self._log_tail()
                 self._kill_template()
+                if self.isolated:
+                    self._check_mounts()  # a layout the mounts get wrong is named in bwrap's or Python's words
                 raise SandboxError(f"the sandboxed server did not start ({exc}); its output:\n{log}") from None
             self.startup_s = time.monotonic() - self._spawned_at
             for warning in self._info.get("warnings", []):
