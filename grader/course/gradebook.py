@@ -173,9 +173,12 @@ def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | 
 # ---------------------------------------------------------------------------------------------------
 # nbgrader commands
 
+# `nbgrader ...` as this Python runs it, a second sooner (grader/course/nbgrader_main.py says why).
+NBGRADER = [sys.executable, "-m", "bertlab_grader.course.nbgrader_main"]
+
 
 def _run_nbgrader(course_dir: Path, args: list[str], timeout: float) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "nbgrader", *args]
+    cmd = [*NBGRADER, *args]
     try:
         proc = subprocess.run(cmd, cwd=course_dir, capture_output=True, text=True, timeout=timeout,
                               env=nbgrader_environment())
@@ -244,7 +247,7 @@ def export_and_feedback(course_dir: str | os.PathLike, assignment: str = "week7"
             args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
         commands.append(args)
     env = nbgrader_environment()
-    procs = [(args, subprocess.Popen([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, env=env,
+    procs = [(args, subprocess.Popen([*NBGRADER, *args], cwd=course_dir, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
              for args in commands]
     failures = []
