@@ -556,3 +556,26 @@ def test_the_warm_checker_forks_children_that_can_use_threads(tmp_path, released
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and "forks ok" in result.stdout, result.stdout + result.stderr
     assert (tmp_path / "out.txt").read_text().count("threads 2 ok") == 3
+
+
+def test_a_watcher_that_cannot_load_says_so_and_checks_with_a_fresh_python(monkeypatch, tmp_path):
+    from bertlab.check import warm
+
+    def broken(self, say, code_dir):
+        raise ImportError("no module named torch")
+
+    monkeypatch.setattr(warm.WarmChecker, "load", broken)
+    said: list[str] = []
+    assert warm.prepare(said.append, tmp_path) is None
+    assert len(said) == 1 and "ImportError: no module named torch" in said[0] and "fresh Python" in said[0]
+    monkeypatch.setattr(warm, "supported", lambda: False)
+    said.clear()
+    assert warm.prepare(said.append, tmp_path) is None and "fresh Python" in said[0]
+
+
+def test_watch_refuses_the_reference_solutions(tmp_path):
+    from bertlab.check import watch_check
+    from bertlab.errors import UsageError
+
+    with pytest.raises(UsageError, match="--dir"):
+        watch_check(impl="reference", root=tmp_path)

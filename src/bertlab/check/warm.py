@@ -121,7 +121,10 @@ class WarmChecker:
 
     def launch(self, tasks: Sequence[str], impl: str, cwd: Path, env: dict, output: Path) -> CheckChild:
         """A run.py launcher: the check in a guarded fork of this process."""
-        args = pytest_args(tasks, impl)
+        # pytest would warn that plugins this process imported before pytest ran (this package's
+        # events plugin, anyio's) cannot have their asserts rewritten: true, harmless, and the same in
+        # every check, so not said (a fresh child imports them through pytest and has no such warning).
+        args = pytest_args(tasks, impl) + ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
         return guard.start(lambda: self._pytest_in_this_child(args, cwd, env), output)
 
     def _pytest_in_this_child(self, args: list[str], cwd: Path, env: dict) -> int:

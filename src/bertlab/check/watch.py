@@ -136,7 +136,7 @@ class Watcher:
         try:
             out.write(text + "\n")
             out.flush()
-        except BrokenPipeError:
+        except OSError:  # the reader left (a closed pipe, a closed terminal): nothing to tell
             pass
 
     @property
@@ -184,7 +184,8 @@ class Watcher:
                 pending = [t for t in self.tasks if t in again]
                 self.say(f"\n{self.shown(changed)} changed during the check: checking {', '.join(pending)} again.")
                 continue
-            changed, self._unseen = self._unseen, set()  # saves during the check that it did not use
+            changed = self.files.settle(self._unseen) if self._unseen else set()  # saves the check did not use
+            self._unseen = set()
             pending = affected_tasks(changed, self.folder, self.tasks) if changed else []
             if not pending:
                 self.say(f"\nWatching {self.folder_shown}/ for saves (each checks again the tasks that use the "
