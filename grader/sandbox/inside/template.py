@@ -208,8 +208,23 @@ def _remove_sysv_ipc() -> None:
             remove(ipc_id)
 
 
+def _mount_points() -> set[str]:
+    """Every mount point of this mount namespace (/proc/self/mountinfo, field 5)."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return {line.split()[4].replace("\\040", " ") for line in f if len(line.split()) > 4}
+    except OSError:
+        return set()
+
+
 def _wipe(directory: str) -> None:
-    """Empty ``directory`` (the sandbox's private /tmp), whatever modes the job left behind."""
+    """Empty ``directory`` (the sandbox's private /tmp), whatever modes the job left behind.
+
+    What the sandbox itself mounts there (the kit's folder, and a Python or virtualenv that lives
+    under /tmp) is read-only and stays: it is neither entered nor removed. Walking into it only to
+    fail on every file cost 0.4 s per submission with a virtualenv under /tmp (measured)."""
+    mounts = _mount_points()
+
     def fix_and_retry(func, path, _exc):
         try:
             os.chmod(os.path.dirname(path) or path, 0o700)
@@ -220,7 +235,12 @@ def _wipe(directory: str) -> None:
 
     for entry in os.listdir(directory):
         path = os.path.join(directory, entry)
+        if path in mounts:
+            continue
         if os.path.isdir(path) and not os.path.islink(path):
+            if any(m.startswith(path + "/") for m in mounts):
+                _wipe(path)  # the folders bwrap made to hold a mount: empty them around it
+                continue
             shutil.rmtree(path, onerror=fix_and_retry)
         else:
             try:
