@@ -61,8 +61,9 @@ from typing import Any, Callable, Optional
 
 # (largest ratio, fraction of the points), checked in order; anything slower scores 0.
 BANDS: tuple[tuple[float, float], ...] = ((2.0, 1.0), (20.0, 0.5))
-# Eight pairs place a ratio far from every edge (the median of 8 paired ratios moves by a few per
-# cent between measurements; a factor EDGE_MARGIN is 25%): more would decide nothing there.
+# The first look: 8 pairs. A ratio that lands within a factor EDGE_MARGIN (25%) of an edge is
+# measured much longer (EXTRA_PAIRS); one far from every edge keeps its band with more pairs too, so
+# there they would only cost time that the other workers spend waiting (a timing is exclusive).
 PAIRS = 8
 GIVE_UP_RATIO = 50.0
 # Near a band edge one measurement decides a band, so it gets more: a ratio within a factor
