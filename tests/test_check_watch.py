@@ -26,24 +26,14 @@ import pytest
 from bertlab.check import TIMEOUT_ENV, guard
 from bertlab.check.affected import affected_tasks, local_imports
 from bertlab.check.watch import ExerciseFiles
-from bertlab_grader.authoring.release import release
 from bertlab_grader.core.locations import REFERENCE_DIR
+# The released bundle, and a private copy of it per test (each edits exercises/): test_check.py's.
+from test_check import bundle, released  # noqa: F401
 
 TASKS = ("cka", "pooling", "siamese", "retrieval")
 TOKEN_ENV = "BERTLAB_WATCH_TEST_TOKEN"
 
 pytestmark = pytest.mark.skipif(not guard.supported(), reason="the warm checker and the guard are Linux-only")
-
-
-@pytest.fixture(scope="module")
-def released(tmp_path_factory) -> Path:
-    return release(tmp_path_factory.mktemp("release") / "bundle", log=lambda *_: None)
-
-
-@pytest.fixture
-def bundle(released, tmp_path) -> Path:
-    """A private copy of the released bundle (each test edits exercises/ and writes progress)."""
-    return Path(shutil.copytree(released, tmp_path / "bundle"))
 
 
 def student_environ(bundle: Path, **env: str) -> dict:

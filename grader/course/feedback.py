@@ -73,7 +73,7 @@ def _intro(assignment: str, max_points: Mapping[str, float]) -> str:
 
 def build_source_notebook(assignment: str, max_points: Mapping[str, float]) -> nbformat.NotebookNode:
     """The instructor's source notebook: an introduction and one grade cell per task."""
-    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}

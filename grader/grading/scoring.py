@@ -47,6 +47,7 @@ import pytest
 
 from bertlab.tasks import GRADED_TASKS
 from bertlab_grader.core.failures import GraderFailure
+from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance.timing import POINTS_PROPERTY, RATIO_PROPERTY, one_torch_thread
 from bertlab_grader.core.locations import (KIT_ROOT, REFERENCE_DATA, REFERENCE_DIR, STUDENT_PACKAGE_DIR,
                                            SUITES_CONFIG, SUITES_DIR)
@@ -258,8 +259,6 @@ class _Recorder:
         # Session answers it at once), and after TIMEOUTS_PER_TASK timeouts in a task its remaining
         # tests are scored as timeouts without running, with the first timeout's message: one
         # endless loop costs the time limit once, not once per test.
-        from bertlab_grader.performance import gate as timing_gate
-
         timing_gate.pause_point()  # a worker about to time waits for this test, not for the whole suite
         task, _ = _task_and_points(item)
         if self.timeouts.get(task, 0) >= TIMEOUTS_PER_TASK:
@@ -372,8 +371,6 @@ def run_hidden_suite(impl, *, student: str, assignment: str = "week7", tasks: Op
         if t["task"] is None:
             raise GraderFailure(f"hidden test {t['name']} has no task marker")
     if hints:
-        from bertlab_grader.performance import gate as timing_gate
-
         timing_gate.pause_point()
         with one_torch_thread():
             _attach_hints(impl, tests)
