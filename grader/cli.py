@@ -79,6 +79,9 @@ def _grading_flags(p: argparse.ArgumentParser) -> None:
 
 def register(sub) -> None:
     """Add the instructor commands to the `bertlab` sub-command parser ``sub``."""
+    from bertlab_grader.course.nbgrader_main import skip_iri_formats
+
+    skip_iri_formats()  # a second sooner wherever a command reads the course's nbgrader configuration
     p = sub.add_parser("demo", help="[instructor] grade the embedded demo cohort end to end (offline) and print "
                                     "the gradebook")
     p.add_argument("--keep", metavar="DIR", help="build the demo course in DIR and keep it (default: a temp dir)")

@@ -105,7 +105,8 @@ def _topk_ties_by_index(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """torch.topk, except that equal scores are ordered by ascending column index.
 
     topk's order among equal values is unspecified, and at the k-th place it may even keep a later
-    column over an earlier one. Rows where the k-th score is tied beyond k fall back to a stable sort.
+    column over an earlier one. Rows where the k-th score ties with a left-out one are widened to every
+    column scoring at least that k-th score, and ordered exactly among those.
     """
     # One extra candidate tells whether the k-th score is tied with something left out.
     width = min(k + 1, scores.shape[1])
@@ -117,11 +118,19 @@ def _topk_ties_by_index(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     values = values.gather(1, by_index.indices)
     order = torch.sort(values, dim=1, descending=True, stable=True).indices
     values, indices = values.gather(1, order), by_index.values.gather(1, order)
-    if tied_beyond_k.any():  # rare: fall back to an exact stable sort for those rows only
+    if tied_beyond_k.any():
+        # Where the k-th score ties with the next, any column scoring at least that k-th score may
+        # belong in the answer: widen topk to all of them (a few more than k, unless a row is mostly
+        # ties) and order those exactly, as above. Sorting the whole row would cost N log N per row.
         rows = tied_beyond_k.nonzero().squeeze(1)
-        exact = torch.sort(scores[rows], dim=1, descending=True, stable=True)
-        values[rows] = exact.values[:, :k]
-        indices[rows] = exact.indices[:, :k]
+        tied = scores[rows]
+        width = int((tied >= values[rows, k - 1 : k]).sum(dim=1).max())
+        wide_values, wide_indices = torch.topk(tied, width, dim=1)
+        by_index = torch.sort(wide_indices, dim=1)
+        wide_values = wide_values.gather(1, by_index.indices)
+        order = torch.sort(wide_values, dim=1, descending=True, stable=True).indices[:, :k]
+        values[rows] = wide_values.gather(1, order)
+        indices[rows] = by_index.values.gather(1, order)
     return values, indices
 ### END SOLUTION
 

@@ -244,8 +244,8 @@ def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
     from bertlab_grader.course import runner
 
     course = tmp_path / "course"
-    for student in ("s1", "s2"):
-        _submit(course, student, STUBS)
+    for student in ("s1", "s2"):  # (different files: copies would be graded once)
+        _submit(course, student, {**STUBS, "cka.py": STUBS["cka.py"] + f"\n# {student}\n"})
     chosen = {}
 
     def fake_pool(todo, *args, **kwargs):
@@ -273,6 +273,51 @@ def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
     assert chosen["todo"] == [] and sorted(summary.unchanged) == ["s1", "s2"]
     summary = runner.run_course(course, "week7", quiet=True, regrade_all=True)
     assert chosen["todo"] == ["s1", "s2"] and summary.exit_code == 1 and summary.stopped
+
+
+def test_copies_are_graded_once_and_each_gets_the_result_under_its_own_name(tmp_path, monkeypatch):
+    """Identical files are graded once: only the first of each set of files goes to the workers,
+    and every copy is recorded with that result, under its own name; a grader failure of the first
+    leaves its copies ungraded too, with the same cause (the selection and recording alone)."""
+    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.course import runner
+
+    course = tmp_path / "course"
+    for student, files in (("s1", STUBS), ("s2", STUBS), ("s3", {**STUBS, "cka.py": STUBS["cka.py"] + "\n# mine\n"}),
+                           ("s4", STUBS), ("s5", {**STUBS, "cka.py": STUBS["cka.py"] + "\n# other\n"}),
+                           ("s6", {**STUBS, "cka.py": STUBS["cka.py"] + "\n# other\n"})):
+        _submit(course, student, files)
+    sent, recorded = [], {}
+
+    def fake_pool(todo, *args, **kwargs):
+        for s in todo:
+            sent.append(s.student)
+            if s.student == "s5":
+                yield s, None, "the worker died"
+            else:
+                yield s, {**nbcourse.error_result(s.student, "week7", f"graded as {s.student}", {"cka": 1.0})}, None
+
+    monkeypatch.setattr(runner, "_pool_results", fake_pool)
+    monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
+    monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
+    monkeypatch.setattr(nbcourse, "init_course", lambda *a, **k: None)
+    monkeypatch.setattr(nbcourse, "record_result", lambda course, result, db_url=None: recorded.update(
+        {result["student"]: result}))
+    monkeypatch.setattr(nbcourse, "export_and_feedback", lambda *a, **k: (None, None))
+    monkeypatch.setattr(nbcourse, "keep_gradebook_open", lambda *a, **k: __import__("contextlib").nullcontext())
+    summary = runner.run_course(course, "week7", quiet=True)
+    assert sent == ["s1", "s3", "s5"], "each set of files goes to the workers once, the first student's"
+    assert sorted(recorded) == ["s1", "s2", "s3", "s4"]
+    for copy in ("s2", "s4"):
+        assert recorded[copy]["student"] == copy
+        assert {**recorded[copy], "student": "s1"} == recorded["s1"], "a copy gets the first one's result"
+    assert recorded["s3"]["tests"] != recorded["s1"]["tests"]
+    assert summary.not_graded == {"s5": "the worker died", "s6": "the worker died"}
+
+    sent.clear()
+    recorded.clear()
+    runner.run_course(course, "week7", quiet=True, regrade_all=True, grade_copies_once=False)
+    assert sent == ["s1", "s2", "s3", "s4", "s5", "s6"], "grade_copies_once=False grades every copy"
 
 
 @needs_bwrap

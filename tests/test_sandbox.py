@@ -297,6 +297,59 @@ def test_a_call_that_timed_out_is_not_made_again_with_inputs_of_the_same_kind(sb
         assert got.shape == (2, 4) and float(got[0, 0]) == 3.0  # float64 is another kind: it ran
         assert impl.pooling.other(1) == 2
 
+@contextlib.contextmanager
+def _a_timer_waits_once(after_s: float, for_s: float):
+    """The quiet room's hooks (grader/performance/gate.py installs them in a grader worker): a timer
+    waits ``after_s`` seconds into the block, and is done ``for_s`` seconds after the worker gave way."""
+    from bertlab_grader.sandbox import session as sandbox_session
+
+    asked = time.monotonic() + after_s
+    gave_way = []
+
+    def give_way():
+        gave_way.append(time.monotonic())
+        time.sleep(for_s)
+
+    sandbox_session.give_way_to_timers(lambda: not gave_way and time.monotonic() > asked, give_way)
+    try:
+        yield gave_way
+    finally:
+        sandbox_session.give_way_to_timers(None, None)
+
+
+SPIN = ("import time\n"
+        "def spin(cpu_s):\n"
+        "    # Busy for cpu_s seconds of its own CPU time; the longest it went unscheduled, and its wall time.\n"
+        "    start, cpu = time.monotonic(), time.process_time()\n"
+        "    last = gap = 0.0\n"
+        "    while time.process_time() - cpu < cpu_s:\n"
+        "        now = time.monotonic()\n"
+        "        gap, last = max(gap, now - (last or now)), now\n"
+        "    return gap, time.monotonic() - start\n"
+        "def forever():\n    while True:\n        pass\n")
+
+
+def test_a_call_stops_while_another_worker_times_and_that_time_is_not_counted(sb):
+    """While another grader worker times, a waiting call's processes are stopped (SIGSTOP), and the
+    time they were stopped does not count against the call's limit: 1 s of work that a 2 s pause
+    interrupted still returns under a 2 s limit, and an endless loop still times out after its own
+    limit of running time, with the usual message."""
+    with sb.session({"cka.py": SPIN}, call_timeout_s=2.0) as impl:
+        impl.cka.spin(0.01)  # (the child is up: the pause falls within the call)
+        with _a_timer_waits_once(after_s=0.3, for_s=2.0) as gave_way:
+            gap, wall = impl.cka.spin(1.0)
+        assert gave_way, "the call never gave way to the waiting timer"
+        assert gap >= 1.8, f"the submission went on running while the timer worked (longest pause {gap:.2f} s)"
+        assert wall >= 2.8, wall  # 1 s of work and the 2 s pause: over the limit, yet no timeout
+    with sb.session({"cka.py": SPIN}, call_timeout_s=1.5) as impl:
+        impl.cka.spin(0.01)
+        started = time.monotonic()
+        with _a_timer_waits_once(after_s=0.3, for_s=1.0), pytest.raises(SubmissionTimeout) as hung:
+            impl.cka.forever()
+        assert time.monotonic() - started >= 2.5, "the pause was counted against the limit"
+        assert "did not return within the 1.5 s limit" in str(hung.value), str(hung.value)
+
+
 def test_crash_is_reported_with_its_cause(sb):
     src = {"cka.py": "import os\ndef die():\n    print('about to die', flush=True)\n    os._exit(3)\n"}
     with sb.session(src) as impl:

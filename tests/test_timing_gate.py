@@ -140,6 +140,73 @@ def test_a_killed_timer_is_forgotten_and_work_goes_on():
     assert waited < 5
 
 
+def _wait_on_a_long_call(make_gate, slot, seconds, events):
+    """One call of ``seconds`` in one block of work, as Session._next_message waits for a sandboxed
+    call: it asks ``timer_waiting`` as it waits, and gives way (``pause_point``) when a timer waits.
+    Each 10 ms it waited at work is a tick."""
+    gate = make_gate()
+    timing_gate.install(gate, slot)
+    with timing_gate.working():
+        events.put(("work-start", slot, time.monotonic()))
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if gate.timer_waiting():
+                events.put(("gave-way", slot, time.monotonic()))
+                gate.pause_point()
+            events.put(("tick", slot, time.monotonic()))
+            time.sleep(0.01)
+        events.put(("work-end", slot, time.monotonic()))
+
+
+def _time_with(make_gate, slot, seconds, events):
+    _time_for(make_gate(), slot, seconds, events)
+
+
+def _timer_during_a_long_call(ctx, make_gate, start_s: float) -> tuple[dict, list[float]]:
+    """Slot 0 waits on a call of 4 s; ``start_s`` after it started, slot 1 asks to time (0.6 s).
+    ``make_gate`` is called in each process (a spawned one must open the host gate's files itself)."""
+    events = ctx.Queue()
+    worker = ctx.Process(target=_wait_on_a_long_call, args=(make_gate, 0, 4.0, events))
+    worker.start()
+    assert events.get(timeout=60)[0] == "work-start"
+    time.sleep(start_s)
+    timer = ctx.Process(target=_time_with, args=(make_gate, 1, 0.6, events))
+    timer.start()
+    got, ticks = {}, []
+    while ("work-end", 0) not in got or ("time-end", 1) not in got:
+        kind, slot, when = events.get(timeout=60)
+        ticks.append(when) if kind == "tick" else got.setdefault((kind, slot), when)
+    for p in (worker, timer):
+        p.join(60)
+    return got, ticks
+
+
+def _assert_timed_during_the_call(got: dict, ticks: list[float]) -> None:
+    start, end = got[("time-start", 1)], got[("time-end", 1)]
+    assert ("gave-way", 0) in got, "the waiting worker never saw that a timer waited"
+    assert start < got[("work-end", 0)] - 1.0, "the timer waited for the whole call"
+    assert not any(start < t < end for t in ticks), "the worker went on waiting at work during the timing"
+
+
+def test_a_timer_does_not_wait_for_another_workers_long_call():
+    ctx = _ctx()
+    gate = TimingGate(ctx, slots=2)
+    _assert_timed_during_the_call(*_timer_during_a_long_call(ctx, lambda: gate, start_s=0.3))
+
+
+def test_a_worker_that_is_not_held_up_sees_no_timer_waiting():
+    ctx = _ctx()
+    gate = TimingGate(ctx, slots=2)
+    timing_gate.install(gate, 0)
+    try:
+        with timing_gate.working():
+            assert not gate.timer_waiting(), "no timer at all"
+            with timing_gate.exclusive():  # (a timer's own timed calls wait on the sandbox too)
+                assert not gate.timer_waiting(), "a timer does not wait for itself"
+    finally:
+        timing_gate.install(None, NO_ONE)
+
+
 def test_without_a_gate_both_are_free():
     timing_gate.install(None, NO_ONE)
     with timing_gate.working():
@@ -189,6 +256,24 @@ def test_the_host_gate_keeps_a_timing_alone_across_unrelated_processes(tmp_path)
     got = _busy_then_timer_then_late(ctx, _host_work_for, _host_time_for, tmp_path, work_s=1.5, settle_s=1.0)
     assert got[("time-start", 1)] >= got[("work-end", 0)], "the timing began while another process was working"
     assert got[("work-start", 2)] >= got[("time-end", 1)], "a process started working during a timing"
+
+
+class _HostGateIn:
+    """A picklable maker of a HostGate in ``room`` (for spawned processes)."""
+
+    def __init__(self, room):
+        self.room = room
+
+    def __call__(self):
+        from bertlab_grader.performance.host_gate import HostGate
+
+        return HostGate(self.room)
+
+
+def test_the_host_gate_does_not_keep_a_timer_waiting_for_a_long_call(tmp_path):
+    ctx = mp.get_context("spawn")
+    # (spawned interpreters start slowly: the timer asks later, still well within the call)
+    _assert_timed_during_the_call(*_timer_during_a_long_call(ctx, _HostGateIn(tmp_path), start_s=1.5))
 
 
 def test_a_killed_timer_leaves_the_host_gate_open(tmp_path):

@@ -14,7 +14,15 @@ from __future__ import annotations
 import runpy
 import sys
 
-if __name__ == "__main__":
+
+def skip_iri_formats() -> None:
+    """Make this process's jsonschema skip the "iri" formats, as where ``rfc3987_syntax`` is not
+    installed (no-op once it is imported). The instructor commands call it too: reading the course's
+    nbgrader configuration imports nbgrader, and so nbformat and jsonschema, in their own process."""
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  (None: "not installed")
+
+
+if __name__ == "__main__":
+    skip_iri_formats()
     sys.argv[0] = "nbgrader"
     runpy.run_module("nbgrader", run_name="__main__", alter_sys=True)

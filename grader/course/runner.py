@@ -161,7 +161,7 @@ def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
 def grade_course(course: Path, assignment: str = "week7", workers: int | None = None,
                  db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
                  unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True,
-                 scheduler: str | None = None, cluster: str | None = None) -> int:
+                 scheduler: str | None = None, cluster: str | None = None, grade_copies_once: bool = True) -> int:
     """Grade every submission of ``assignment`` that is new or changed (or named by ``regrade``);
     record, export, feedback; print the gradebook and a summary. Returns the exit code (0, 1, 2;
     see the module docstring). Raises UsageError for a usage or layout error, before any change.
@@ -169,20 +169,24 @@ def grade_course(course: Path, assignment: str = "week7", workers: int | None = 
     (grader/cluster/, docs/cluster.md) instead of this machine's worker pool."""
     summary = run_course(course, assignment, workers, db_url, quiet, regrade=regrade, regrade_all=regrade_all,
                          unsafe_no_sandbox=unsafe_no_sandbox, retime=retime, keep_timings=keep_timings,
-                         scheduler=scheduler, cluster=cluster)
+                         scheduler=scheduler, cluster=cluster, grade_copies_once=grade_copies_once)
     return summary.exit_code
 
 
 def run_course(course: Path, assignment: str = "week7", workers: int | None = None,
                db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
                unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True,
-               scheduler: str | None = None, cluster: str | None = None) -> RunSummary:
+               scheduler: str | None = None, cluster: str | None = None, grade_copies_once: bool = True) -> RunSummary:
     """``grade_course``, returning the RunSummary.
 
     Speed: each distinct submission is timed once and identical files reuse that measurement, kept in
     the course (grader/performance/record.py). ``retime``: set the kept timings aside first, so every
     submission graded now is timed again. ``keep_timings=False``: keep no record at all, every
-    grading measures (benchmarks/repeat_grading.py uses it to measure the protocol's own spread)."""
+    grading measures (benchmarks/repeat_grading.py uses it to measure the protocol's own spread).
+
+    Copies: submissions with identical files (the same digest) are graded once, and each copy is
+    recorded with that result under its own name. ``grade_copies_once=False`` grades every copy (the
+    repeat-grading benchmark, which measures how far gradings of the same files differ)."""
     from bertlab_grader.course import nbgrader_course as nbcourse
     from bertlab_grader.performance import record as timing_record
     from bertlab_grader.grading.scoring import max_points_by_task
@@ -207,8 +211,9 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
             summary.unchanged.append(s.student)
             continue
         (refused if s.error else todo).append(s)
+    distinct, copies = group_copies(todo, digests) if grade_copies_once else (todo, {})
     on_cluster = scheduler is not None or cluster is not None
-    workers = max(1, min(workers or default_workers(), len(todo))) if todo and not on_cluster else 0
+    workers = max(1, min(workers or default_workers(), len(distinct))) if todo and not on_cluster else 0
     hide = _hidden_paths(course, db_url)
     stack = contextlib.ExitStack()
     grading = None
@@ -251,21 +256,25 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
 
             if not quiet:
                 where = f"on the Dask cluster at {scheduler or cluster}" if grading else f"with {workers} worker(s)"
-                print(f"Grading {len(todo)} submission(s) of {assignment} in {course} {where}; "
+                same = (f" ({len(todo) - len(distinct)} of them copies of another's files: each set of files is "
+                        "graded once)") if len(distinct) < len(todo) else ""
+                print(f"Grading {len(todo)} submission(s) of {assignment} in {course} {where}{same}; "
                       f"{len(summary.unchanged)} unchanged since last grading.", file=sys.stderr)
             progress = _progress(len(todo), quiet)
             if grading:
                 record = timing_record.TimingRecord(timings, timing_record.protocol_digest()) if timings else None
-                finishing = grading.results(todo, nbcourse.read_submission_sources, record)
+                finishing = grading.results(distinct, nbcourse.read_submission_sources, record)
             else:
-                finishing = _pool_results(todo, pool, hide, assignment, unsafe_no_sandbox)
+                finishing = _pool_results(distinct, pool, hide, assignment, unsafe_no_sandbox)
             try:
-                for submission, result, failure in finishing:
-                    if result is None:
-                        summary.not_graded[submission.student] = failure
-                    else:
-                        _record(course, db_url, result, digests[submission.student], summary)
-                    progress.update(1)
+                for graded, result, failure in finishing:
+                    for submission in [graded] + copies.get(graded.student, []):
+                        if result is None:
+                            summary.not_graded[submission.student] = failure
+                        else:
+                            _record(course, db_url, result if submission is graded else
+                                    as_copy(result, submission.student), digests[submission.student], summary)
+                        progress.update(1)
             except RunStopped as exc:
                 summary.stopped = str(exc)
                 done = set(summary.graded) | set(summary.not_graded)
@@ -312,6 +321,27 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
             print(f"Results: {course}/autograded/<student>/{assignment}/results.json")
         print(summary.format())
     return summary
+
+
+def group_copies(todo: list, digests: dict[str, str]) -> tuple[list, dict[str, list]]:
+    """The first submission of each digest, in ``todo``'s order, and for each of them (by student) the
+    later submissions with the same files: those are not graded again, they get its result."""
+    first: dict[str, object] = {}
+    copies: dict[str, list] = {}
+    for s in todo:
+        digest = digests[s.student]
+        if digest in first:
+            copies.setdefault(first[digest].student, []).append(s)
+        else:
+            first[digest] = s
+    return list(first.values()), copies
+
+
+def as_copy(result: dict, student: str) -> dict:
+    """``result`` (a results dict) for ``student``, who handed in the same files."""
+    copy = json.loads(json.dumps(result))
+    copy["student"] = student
+    return copy
 
 
 def _start_cluster(stack: contextlib.ExitStack, scheduler, cluster, assignment, hide, unsafe_no_sandbox, quiet):

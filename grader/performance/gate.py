@@ -13,7 +13,11 @@ identical grades"). So timing is exclusive:
   seconds at most), times, and opens the gate again;
 - a worker passes a pause point (``pause_point``) before every hidden test and before the hints: it
   leaves work there and passes the gate, so a timer waits for the test each other worker is in, never
-  for the rest of its submission.
+  for the rest of its submission;
+- and within a test, a call that waits for the submission asks ``timer_waiting`` every 50 ms: when a
+  timer waits, the sandbox stops the submission's processes (SIGSTOP), the worker passes a pause
+  point, and the submission goes on afterwards with that time not counted against its limit
+  (grader/sandbox/session.py). So a timer never waits for another student's long call or hang.
 
 The main process records results in the gradebook as work too. A worker killed while working or
 timing (a submission over its deadline) is cleared by the runner (``forget``), so the others never
@@ -77,6 +81,12 @@ class TimingGate:
         if entered:
             self._gate.release()
 
+    def timer_waiting(self) -> bool:
+        """Whether this worker, at work, holds up another worker that wants to time now (a long call
+        or a hang of its submission: the sandbox then stops the submission and gives way)."""
+        holder = self._holder.value
+        return self._state[self._index(self.slot)] == WORKING and holder not in (NO_ONE, self.slot)
+
     @contextmanager
     def exclusive(self) -> Iterator[float]:
         """Around a timing: the caller leaves work, waits for the machine to itself, and goes back to
@@ -118,9 +128,13 @@ _installed: Optional[TimingGate] = None
 def install(gate: Optional[TimingGate], slot: int) -> None:
     """Make ``gate`` this process's gate, as ``slot`` (a worker's slot, or NO_ONE for the main process)."""
     global _installed
+    from bertlab_grader.sandbox import session
+
     if gate is not None:
         gate.slot = slot
     _installed = gate
+    session.give_way_to_timers(None if gate is None else gate.timer_waiting,
+                               None if gate is None else gate.pause_point)
 
 
 @contextmanager

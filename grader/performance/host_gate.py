@@ -54,7 +54,8 @@ def _lock(fd: int, how: int, timeout: float) -> bool:
 class HostGate:
     """The timing gate of every grader process of this user on this host (see the module docstring).
 
-    Same interface as ``TimingGate``: ``working()``, ``pause_point()``, ``exclusive()``, ``forget()`` and a ``slot``."""
+    Same interface as ``TimingGate``: ``working()``, ``pause_point()``, ``timer_waiting()``, ``exclusive()``,
+    ``forget()`` and a ``slot``."""
 
     def __init__(self, room: Optional[Path] = None):
         self.room = Path(room) if room is not None else default_room()
@@ -95,6 +96,18 @@ class HostGate:
         if _lock(self._door, fcntl.LOCK_EX, 2 * MAX_WAIT_S):
             fcntl.flock(self._door, fcntl.LOCK_UN)
         _lock(self._work, fcntl.LOCK_SH, 2 * MAX_WAIT_S)
+
+    def timer_waiting(self) -> bool:
+        """Whether this process, at work, holds up a timer (``TimingGate.timer_waiting``): another
+        process holds the door."""
+        if self._depth == 0:
+            return False
+        try:
+            fcntl.flock(self._door, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(self._door, fcntl.LOCK_UN)
+        return False
 
     @contextmanager
     def exclusive(self) -> Iterator[float]:

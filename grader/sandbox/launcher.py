@@ -395,6 +395,13 @@ class Sandbox:
             self.restart(f"while ending a job: {type(exc).__name__}: {exc}")
         self.exited.pop(job, None)
 
+    def pause_job(self, job: int, pause: bool = True) -> None:
+        """Stop (``pause``) or continue a job's child and everything it started (the template sends
+        SIGSTOP or SIGCONT). Raises _TemplateFailed or OSError when the template does not answer."""
+        op = "pause" if pause else "resume"
+        self._ctrl.send({"op": op, "job": job}, timeout=self.control_timeout_s)
+        self._control_wait(lambda m: m.get("op") == op + "d" and m.get("job") == job, self.control_timeout_s)
+
     # ---- sessions
     @contextlib.contextmanager
     def session(self, sources: dict[str, str], call_timeout_s: Optional[float] = None):

@@ -11,7 +11,7 @@ import select
 import signal
 import socket
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from bertlab_grader.sandbox.inside import rpc
 from bertlab_grader.sandbox.remote import (Remote, StudentError, SubmissionCrashed, SubmissionTimeout,
@@ -19,6 +19,37 @@ from bertlab_grader.sandbox.remote import (Remote, StudentError, SubmissionCrash
 
 from bertlab_grader.sandbox.bubblewrap import SandboxError
 from bertlab_grader.sandbox.output import _Output
+
+#: While a call waits for the submission, how often it asks whether a timer wants the machine.
+GIVE_WAY_POLL_S = 0.05
+
+# Set by the performance task's quiet room (grader/performance/gate.py, ``install``) in a grader
+# worker: ``_timer_waiting()`` says whether another worker waits to time, ``_give_way()`` returns
+# once it has. Meanwhile a waiting call stops the submission's processes (SIGSTOP), so a timer never
+# waits for a long call or a hang of another student, and that time is not counted as the call's.
+_timer_waiting: Optional[Callable[[], bool]] = None
+_give_way: Optional[Callable[[], None]] = None
+
+
+def give_way_to_timers(timer_waiting: Optional[Callable[[], bool]], give_way: Optional[Callable[[], None]]) -> None:
+    """Install (or, with None, remove) the quiet room's two hooks for this process's sessions."""
+    global _timer_waiting, _give_way
+    _timer_waiting, _give_way = timer_waiting, give_way
+
+
+class _Deadline:
+    """When a wait for the submission ends; it moves later by time that was not the submission's
+    (callbacks into trusted code, a pause while another worker timed)."""
+
+    def __init__(self, seconds: float):
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def extend(self, seconds: float) -> None:
+        self.at += seconds
+
 
 class _TemplateFailed(Exception):
     """The template died, stopped answering or broke the control protocol."""
@@ -183,7 +214,7 @@ class Session:
     def _await_ready(self, child: _Child) -> None:
         """Wait for the child's imports; a module that hangs or kills the process is blamed."""
         current = None
-        deadline = time.monotonic() + self.timeout_s + 10.0  # the fork itself, under load
+        deadline = _Deadline(self.timeout_s + 10.0)  # the fork itself, under load
         while True:
             try:
                 msg, _ = self._next_message(child, deadline)
@@ -196,7 +227,7 @@ class Session:
             op = msg.get("op")
             if op == "importing":
                 current = str(msg.get("module"))
-                deadline = time.monotonic() + self.timeout_s
+                deadline = _Deadline(self.timeout_s)
             elif op == "ready":
                 modules = msg.get("modules")
                 self.module_errors = modules if isinstance(modules, dict) else {}
@@ -251,16 +282,20 @@ class Session:
             why += f"\nLast output:\n{tail}"
         return _ChildGone(kind, why)
 
-    def _next_message(self, child: _Child, deadline: float) -> tuple[dict, dict]:
+    def _next_message(self, child: _Child, deadline: _Deadline) -> tuple[dict, dict]:
         """The child's next valid frame, or _ChildGone (timeout, exit, EOF, protocol violation)."""
         while True:
-            left = deadline - time.monotonic()
+            left = deadline.left()
             if left <= 0:
                 raise self._gone(child, "timeout", f"no answer within {self.timeout_s:g} s")
             try:
-                readable, _, _ = select.select([child.chan, self.sandbox.control_fileno()], [], [], left)
+                readable, _, _ = select.select([child.chan, self.sandbox.control_fileno()], [], [],
+                                               left if _timer_waiting is None else min(left, GIVE_WAY_POLL_S))
             except (OSError, ValueError, TypeError):
                 readable = []
+            if not readable and _timer_waiting is not None and _timer_waiting():
+                deadline.extend(self._pause_for_timer(child))
+                continue
             if child.chan in readable:
                 try:
                     msg, tensors = child.chan.recv(timeout=max(left, 0.5))
@@ -289,6 +324,22 @@ class Session:
                 if select.select([child.chan], [], [], 0.05)[0]:
                     continue
                 raise self._gone(child, "crash", "the submission's process died")
+
+    def _pause_for_timer(self, child: _Child) -> float:
+        """Stop the child's processes until the waiting timer is done; the seconds that took."""
+        started = time.monotonic()
+        try:
+            self.sandbox.pause_job(child.job, True)
+        except (_TemplateFailed, OSError):
+            return time.monotonic() - started  # the wait loop finds out what happened to the template
+        try:
+            _give_way()
+        finally:
+            try:
+                self.sandbox.pause_job(child.job, False)
+            except (_TemplateFailed, OSError):
+                pass
+        return time.monotonic() - started
 
     # ---- requests
     def stash(self, value) -> "Stashed":
@@ -349,7 +400,7 @@ class Session:
                 raise TypeError(f"cannot send the arguments of {what} to the sandbox: {exc}") from None
             except OSError:
                 raise self._gone(child, "crash", f"the submission's process died before {what}") from None
-            deadline = time.monotonic() + self.timeout_s
+            deadline = _Deadline(self.timeout_s)
             while True:
                 msg, blob = self._next_message(child, deadline)
                 op = msg.get("op")
@@ -362,7 +413,7 @@ class Session:
                 if op == "callback":
                     started = time.monotonic()
                     self._serve_callback(child, msg, blob)
-                    deadline += time.monotonic() - started  # time spent here is not the submission's
+                    deadline.extend(time.monotonic() - started)  # time spent here is not the submission's
                 elif op != "importing":
                     raise self._gone(child, "crash", f"protocol violation: unexpected {op!r}")
         except _ChildGone as gone:

@@ -11,6 +11,7 @@ import socket
 import sys
 import tempfile
 import time
+from typing import Optional
 
 from .confine import _libc
 from .reports import short_traceback
@@ -59,6 +60,9 @@ class Template:
                 elif op == "end":
                     self.end_job()
                     self.ctrl.send({"op": "ended", "job": msg.get("job")})
+                elif op in ("pause", "resume"):
+                    self.pause_job(msg.get("job"), op == "pause")
+                    self.ctrl.send({"op": op + "d", "job": msg.get("job")})
                 elif op == "ping":
                     self.ctrl.send({"op": "pong"})
                 elif op == "exit":
@@ -101,6 +105,21 @@ class Template:
                 self.ctrl.send({"op": "exited", "job": self.job[0],
                                 "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                                 "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None})
+
+    def pause_job(self, job, pause: bool) -> None:
+        """Stop (SIGSTOP) or continue (SIGCONT) the job's child and everything it started, while
+        another grader worker times (the trusted side does not count that time as the job's)."""
+        if self.job is None or self.job[0] != job:
+            return
+        if not pause:
+            _signal_others(self.isolated, signal.SIGCONT)
+            return
+        for _ in range(20):  # a process forked while we signalled escapes one round, not twenty
+            table = _proc_table()
+            if all(table[p][1] in ("T", "t", "Z") for p in _others(table, self.isolated) if p in table):
+                return
+            _signal_others(self.isolated, signal.SIGSTOP, table)
+            time.sleep(0.001)
 
     def end_job(self) -> None:
         """Kill the child and everything it started; wipe the scratch space."""
@@ -151,35 +170,47 @@ def kill_everything_else(isolated: bool, rounds: int = 200) -> None:
     one call, so a fork bomb cannot outrun it. Without a namespace we are a child subreaper, so every
     process a job started is still our descendant: kill that tree.
     """
-    me = os.getpid()
     for _ in range(rounds):
-        table = _proc_table()
-        if isolated:
-            victims = [p for p, (_, state) in table.items() if p not in (1, me) and state != "Z"]
-            if victims:
-                try:
-                    os.kill(-1, signal.SIGKILL)
-                except OSError:
-                    pass
-        else:
-            children: dict[int, list[int]] = {}
-            for pid, (ppid, _) in table.items():
-                children.setdefault(ppid, []).append(pid)
-            victims, stack = [], list(children.get(me, ()))
-            while stack:
-                pid = stack.pop()
-                if table[pid][1] != "Z":
-                    victims.append(pid)
-                stack.extend(children.get(pid, ()))
-            for pid in victims:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
         _reap_all()
-        if not victims:
+        table = _proc_table()
+        if not any(table[p][1] != "Z" for p in _others(table, isolated)):
             return
+        _signal_others(isolated, signal.SIGKILL, table)
         time.sleep(0.005)
+
+
+def _signal_others(isolated: bool, sig: int, table: Optional[dict] = None) -> None:
+    """Send ``sig`` to every process a job may have started (``_others``): in our own pid namespace
+    with one ``kill(-1)``, which reaches them all at once, so a fork bomb cannot outrun it."""
+    if isolated:
+        _signal(-1, sig)
+        return
+    for pid in _others(_proc_table() if table is None else table, isolated):
+        _signal(pid, sig)
+
+
+def _others(table: dict[int, tuple[int, str]], isolated: bool) -> set[int]:
+    """Every process of ``table`` a job may have started: in the sandbox's own pid namespace, all but
+    ourselves and the namespace's init; without one, our descendants (we are a child subreaper)."""
+    me = os.getpid()
+    if isolated:
+        return {p for p in table if p not in (1, me)}
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, stack = set(), list(children.get(me, ()))
+    while stack:
+        pid = stack.pop()
+        found.add(pid)
+        stack.extend(children.get(pid, ()))
+    return found
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
 
 
 def _reap_all() -> None:
