@@ -1,6 +1,6 @@
 """Cohort benchmark: `bertlab grade` against plain sequential `nbgrader autograde`, same cohort, same run.
 
-    python benchmarks/cohort_benchmark.py --n 100 --workers 2 [--baseline-n 10]
+    python benchmarks/cohort_benchmark.py --n 100 --workers 2 [--baseline-n 10] [--every-copy]
 
 Builds a cohort of N submissions (solution copies, mutants from the bank, broken ones), grades it
 with `bertlab grade` (sandboxed, warm parallel workers), then grades the first --baseline-n of the
@@ -9,6 +9,9 @@ other, a notebook that imports the student's modules into its own kernel and run
 suites there (no sandbox; a fresh kernel, torch import and model load per student). Prints seconds
 per submission, throughput, and the ratio. The baseline may be run on a subset because it is slow;
 the ratio compares per-submission throughput, measured on the same machine in the same run.
+`bertlab grade` grades identical files once (docs/instructor-guide.md "Copies are graded once"), and
+the cohort holds copies; --every-copy grades the cohort a second time with every copy graded on its
+own, and prints that time and whether every student got the same points both ways.
 """
 
 from __future__ import annotations
@@ -127,16 +130,17 @@ def run_baseline(cohort: dict, max_points: dict[str, float], workdir: Path) -> t
     return elapsed, scores
 
 
-def run_bertlab(cohort: dict, workers: int, workdir: Path) -> tuple[float, dict, int]:
+def run_bertlab(cohort: dict, workers: int, workdir: Path, every_copy: bool = False) -> tuple[float, dict, int]:
     """Seconds for `bertlab grade` (worker start-up and the preflight included), the results, and the
-    exit code (0: every submission graded; see docs/commands.md)."""
+    exit code (0: every submission graded; see docs/commands.md). ``every_copy``: grade each copy of
+    the same files on its own, as if no two students handed in identical files."""
     from bertlab_grader.course.nbgrader_course import load_results
     from bertlab_grader.course.runner import grade_course
 
-    course = workdir / "bertlab-course"
+    course = workdir / ("bertlab-course-every-copy" if every_copy else "bertlab-course")
     write_submissions(course, cohort)
     start = time.monotonic()
-    code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True)
+    code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, grade_copies_once=not every_copy)
     elapsed = time.monotonic() - start
     return elapsed, load_results(course, ASSIGNMENT), code
 
@@ -147,6 +151,9 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--baseline-n", type=int, default=10, choices=range(1, 10**6), metavar="K", help="submissions graded by the nbgrader baseline")
     parser.add_argument("--keep", action="store_true", help="keep the course folders")
+    parser.add_argument("--every-copy", action="store_true",
+                        help="also grade the cohort with every copy graded on its own (bertlab grade grades "
+                             "identical files once), and print that time too")
     args = parser.parse_args(argv)
 
     from bertlab_grader.grading.scoring import max_points_by_task
@@ -155,6 +162,7 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bertlab-cohort-"))
     try:
         ours, results, exit_code = run_bertlab(cohort, args.workers, workdir)
+        every_copy = run_bertlab(cohort, args.workers, workdir, every_copy=True) if args.every_copy else None
         baseline_cohort = dict(list(cohort.items())[: args.baseline_n])
         theirs, their_scores = run_baseline(baseline_cohort, max_points_by_task(), workdir)
     finally:
@@ -169,6 +177,7 @@ def main(argv=None) -> int:
         "nbgrader_submissions": args.baseline_n, "nbgrader_seconds": round(theirs, 1),
         "nbgrader_seconds_per_submission": round(per_theirs, 3),
         "throughput_ratio": round(per_theirs / per_ours, 1),
+        "distinct_submissions": len({json.dumps(files, sort_keys=True) for files in cohort.values()}),
         "graded": len(results), "bertlab_exit_code": exit_code,
         # Speed is part of the score: a copy of the solutions losing points would mean unfair timing.
         "solution_copies_with_full_marks": "%d of %d" % (
@@ -178,6 +187,13 @@ def main(argv=None) -> int:
         "full_marks_nbgrader_on_baseline_sample": sum(
             their_scores.get(s, 0.0) == results[s]["max_score"] for s in baseline_cohort),
     }
+    if every_copy is not None:
+        seconds, every_results, _ = every_copy
+        report["every_copy_graded_seconds"] = round(seconds, 1)
+        report["every_copy_graded_throughput_ratio"] = round(per_theirs / (seconds / args.n), 1)
+        # Grading each copy on its own must give each the same points as grading the files once.
+        report["every_copy_graded_same_points"] = all(
+            every_results[s]["score"] == results[s]["score"] for s in cohort)
     print(json.dumps(report, indent=1))
     return 0
 

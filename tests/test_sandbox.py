@@ -275,7 +275,8 @@ def test_timeout_then_the_next_call_runs_in_a_fresh_child(sb):
 def test_a_call_that_timed_out_is_not_made_again_with_inputs_of_the_same_kind(sb):
     """One endless loop costs the limit once: the same function with the same kind of inputs (dtype
     and rank; sizes do not matter) fails at once with the first timeout's message, while another
-    kind of input, another function, and a fresh object of the same type still get called."""
+    kind of input, another function, and a fresh object of the same type still get called; within
+    ``no_retry_of_hung_calls`` (the hints) the function that hung is not called again at all."""
     src = {"pooling.py": "import torch\nCALLS = []\n"
                          "def masked_mean_pool(h, m):\n"
                          "    if h.dtype == torch.float32:\n        while True:\n            pass\n"
@@ -296,6 +297,12 @@ def test_a_call_that_timed_out_is_not_made_again_with_inputs_of_the_same_kind(sb
         got = impl.pooling.masked_mean_pool(torch.ones(2, 3, 4, dtype=torch.float64), torch.ones(2, 3))
         assert got.shape == (2, 4) and float(got[0, 0]) == 3.0  # float64 is another kind: it ran
         assert impl.pooling.other(1) == 2
+        with impl.no_retry_of_hung_calls():  # (the hints) a function that hung is not called at all
+            started = time.monotonic()
+            with pytest.raises(SubmissionTimeout) as in_hints:
+                impl.pooling.masked_mean_pool(torch.ones(2, 3, 4, dtype=torch.float64), torch.ones(2, 3))
+            assert time.monotonic() - started < 0.5 and str(in_hints.value) == message
+            assert impl.pooling.other(1) == 2
 
 @contextlib.contextmanager
 def _a_timer_waits_once(after_s: float, for_s: float):

@@ -13,6 +13,7 @@ cannot make ``torch.testing.assert_close`` pass here.
 from __future__ import annotations
 
 import builtins
+import contextlib
 from typing import Optional
 
 from bertlab.tasks import EXERCISE_MODULES  # noqa: E402
@@ -189,6 +190,18 @@ class RemoteImplementation:
         """The kit's probe ``name`` (bertlab/probes.py), run in the submission's process: call it with
         handles and plain data, get plain data back (``bertlab.probes.run_probe`` uses this)."""
         return Remote(self._session, ("probe", name))
+
+    @contextlib.contextmanager
+    def no_retry_of_hung_calls(self):
+        """Within this block, a function (or method) that failed hard earlier in this grading (ran
+        past its time limit, or crashed its process) fails at once the same way, whatever its inputs:
+        for the hints, which give no points, so a hang costs its limit in the tests and not again in
+        the hints."""
+        self._session.no_retry_of_hung = True
+        try:
+            yield
+        finally:
+            self._session.no_retry_of_hung = False
 
     def output(self) -> str:
         """The submission's captured stdout/stderr so far (truncated)."""

@@ -141,6 +141,10 @@ class Session:
         self.skip: dict[str, dict] = {}  # module -> why it is no longer imported (timeout/crash)
         # (what was called, the kind of its inputs) -> the message of its timeout: not called again
         self.hung: dict[tuple, str] = {}
+        # what was called -> how it first failed hard (timed out, or crashed its process), whatever
+        # its inputs; with ``no_retry_of_hung`` (the hints) it is not called again
+        self.failed_hard: dict[tuple, BaseException] = {}
+        self.no_retry_of_hung = False
         self.module_errors: dict[str, Optional[dict]] = {}
         self.callbacks: dict[int, object] = {}
         self._models: dict[int, tuple] = {}
@@ -371,6 +375,8 @@ class Session:
         hung_key = (callee(remote), mode, input_kind(list(args)), input_kind(dict(kwargs or {})))
         if hung_key in self.hung:
             raise SubmissionTimeout(self.hung[hung_key])
+        if self.no_retry_of_hung and hung_key[:2] in self.failed_hard:
+            raise self.failed_hard[hung_key[:2]].with_traceback(None)
         child = self._ensure_child()
         if root[0] == "module" and root[1] in self.skip:  # (starting the child may have just found out)
             info = self.skip[root[1]]
@@ -385,6 +391,10 @@ class Session:
             return self._exchange(child, header, encoder.tensors, what, inputs=(args, kwargs or {}))
         except SubmissionTimeout as timeout:
             self.hung[hung_key] = str(timeout)
+            self.failed_hard.setdefault(hung_key[:2], timeout)
+            raise
+        except SubmissionCrashed as crash:
+            self.failed_hard.setdefault(hung_key[:2], crash)
             raise
 
     def _take_releases(self) -> list[int]:
