@@ -22,8 +22,8 @@ above the index size) also checks the answer on valid input.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -65,20 +65,25 @@ def integer_corpus(seed: int, N: int, D: int = 8, n_prototypes: int = 600) -> to
     rng = np.random.default_rng(seed)
     prototypes, cosine_owner = [], {}
     while len(prototypes) < n_prototypes:
-        row = rng.integers(-3, 4, size=D)
-        squared_norm = int((row**2).sum())
-        if np.count_nonzero(row) < 2:
+        row = rng.integers(-3, 4, size=D).tolist()  # (Python ints: a check builds dozens of corpora)
+        if len(row) - row.count(0) < 2:
             continue
-        # cosine_j = c_j / sqrt(s): identify it exactly by the reduced fraction sign(c_j) c_j^2 / s.
-        # A zero coordinate gives a cosine of exactly 0 everywhere: no rounding, no conflict.
-        claims = {(Fraction(int(c) * abs(int(c)), squared_norm), j): (int(c), squared_norm)
-                  for j, c in enumerate(row) if c != 0}
+        squared_norm = sum(c * c for c in row)
+        # cosine_j = c_j / sqrt(s): identify it exactly by the reduced fraction sign(c_j) c_j^2 / s,
+        # as a pair of integers. A zero coordinate gives a cosine of exactly 0 everywhere.
+        claims = {(_reduced(c * abs(c), squared_norm), j): (c, squared_norm) for j, c in enumerate(row) if c}
         if any(cosine_owner.get(key, owner) != owner for key, owner in claims.items()):
             continue
         cosine_owner.update(claims)
         prototypes.append(row)
-    corpus = np.stack(prototypes)[rng.integers(0, n_prototypes, size=N)]
+    corpus = np.array(prototypes)[rng.integers(0, n_prototypes, size=N)]
     return torch.tensor(corpus, dtype=torch.float32)
+
+
+def _reduced(numerator: int, denominator: int) -> tuple[int, int]:
+    """numerator / denominator in lowest terms (denominator > 0), as Fraction keeps it."""
+    common = math.gcd(numerator, denominator)
+    return numerator // common, denominator // common
 
 
 def axis_queries(Q: int, D: int = 8) -> torch.Tensor:
