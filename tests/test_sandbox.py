@@ -308,7 +308,7 @@ def test_a_call_that_timed_out_is_not_made_again_with_inputs_of_the_same_kind(sb
 def _a_timer_waits_once(after_s: float, for_s: float):
     """The quiet room's hooks (grader/performance/gate.py installs them in a grader worker): a timer
     waits ``after_s`` seconds into the block, and is done ``for_s`` seconds after the worker gave way."""
-    from bertlab_grader.sandbox import session as sandbox_session
+    from bertlab_grader.sandbox import give_way as hooks
 
     asked = time.monotonic() + after_s
     gave_way = []
@@ -317,11 +317,11 @@ def _a_timer_waits_once(after_s: float, for_s: float):
         gave_way.append(time.monotonic())
         time.sleep(for_s)
 
-    sandbox_session.give_way_to_timers(lambda: not gave_way and time.monotonic() > asked, give_way)
+    hooks.install(lambda: not gave_way and time.monotonic() > asked, give_way)
     try:
         yield gave_way
     finally:
-        sandbox_session.give_way_to_timers(None, None)
+        hooks.install(None, None)
 
 
 SPIN = ("import time\n"

@@ -17,7 +17,7 @@ identical grades"). So timing is exclusive:
 - and within a test, a call that waits for the submission asks ``timer_waiting`` every 50 ms: when a
   timer waits, the sandbox stops the submission's processes (SIGSTOP), the worker passes a pause
   point, and the submission goes on afterwards with that time not counted against its limit
-  (grader/sandbox/session.py). So a timer never waits for another student's long call or hang.
+  (grader/sandbox/give_way.py). So a timer never waits for another student's long call or hang.
 
 The main process records results in the gradebook as work too. A worker killed while working or
 timing (a submission over its deadline) is cleared by the runner (``forget``), so the others never
@@ -33,6 +33,8 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
+
+from bertlab_grader.sandbox import give_way
 
 IDLE, WORKING = 0, 1
 NO_ONE = -1
@@ -128,13 +130,10 @@ _installed: Optional[TimingGate] = None
 def install(gate: Optional[TimingGate], slot: int) -> None:
     """Make ``gate`` this process's gate, as ``slot`` (a worker's slot, or NO_ONE for the main process)."""
     global _installed
-    from bertlab_grader.sandbox import session
-
     if gate is not None:
         gate.slot = slot
     _installed = gate
-    session.give_way_to_timers(None if gate is None else gate.timer_waiting,
-                               None if gate is None else gate.pause_point)
+    give_way.install(None if gate is None else gate.timer_waiting, None if gate is None else gate.pause_point)
 
 
 @contextmanager

@@ -11,31 +11,15 @@ import select
 import signal
 import socket
 import time
-from typing import Callable, Optional
+from typing import Optional
 
 from bertlab_grader.sandbox.inside import rpc
 from bertlab_grader.sandbox.remote import (Remote, StudentError, SubmissionCrashed, SubmissionTimeout,
                            _HandleRef, student_exception)
 
+from bertlab_grader.sandbox import give_way
 from bertlab_grader.sandbox.bubblewrap import SandboxError
 from bertlab_grader.sandbox.output import _Output
-
-#: While a call waits for the submission, how often it asks whether a timer wants the machine.
-GIVE_WAY_POLL_S = 0.05
-
-# Set by the performance task's quiet room (grader/performance/gate.py, ``install``) in a grader
-# worker: ``_timer_waiting()`` says whether another worker waits to time, ``_give_way()`` returns
-# once it has. Meanwhile a waiting call stops the submission's processes (SIGSTOP), so a timer never
-# waits for a long call or a hang of another student, and that time is not counted as the call's.
-_timer_waiting: Optional[Callable[[], bool]] = None
-_give_way: Optional[Callable[[], None]] = None
-
-
-def give_way_to_timers(timer_waiting: Optional[Callable[[], bool]], give_way: Optional[Callable[[], None]]) -> None:
-    """Install (or, with None, remove) the quiet room's two hooks for this process's sessions."""
-    global _timer_waiting, _give_way
-    _timer_waiting, _give_way = timer_waiting, give_way
-
 
 class _Deadline:
     """When a wait for the submission ends; it moves later by time that was not the submission's
@@ -294,10 +278,10 @@ class Session:
                 raise self._gone(child, "timeout", f"no answer within {self.timeout_s:g} s")
             try:
                 readable, _, _ = select.select([child.chan, self.sandbox.control_fileno()], [], [],
-                                               left if _timer_waiting is None else min(left, GIVE_WAY_POLL_S))
+                                               left if give_way.timer_waiting is None else min(left, give_way.POLL_S))
             except (OSError, ValueError, TypeError):
                 readable = []
-            if not readable and _timer_waiting is not None and _timer_waiting():
+            if not readable and give_way.timer_waiting is not None and give_way.timer_waiting():
                 deadline.extend(self._pause_for_timer(child))
                 continue
             if child.chan in readable:
@@ -337,7 +321,7 @@ class Session:
         except (_TemplateFailed, OSError):
             return time.monotonic() - started  # the wait loop finds out what happened to the template
         try:
-            _give_way()
+            give_way.give_way()
         finally:
             try:
                 self.sandbox.pause_job(child.job, False)
