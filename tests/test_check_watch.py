@@ -121,9 +121,14 @@ class Watcher:
         """Everything up to the line saying the watcher waits for the next save."""
         return self.wait_for(r"^Watching exercises/ for saves", timeout)
 
-    def stop(self, sig: int = signal.SIGINT, timeout: float = 30) -> int:
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 60) -> int:
         os.killpg(self.proc.pid, sig)  # as a terminal does: to the whole foreground group
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the watcher did not end within {timeout:g} s of {signal.Signals(sig).name}; "
+                                 f"{where_it_waits(self.proc.pid)}; its output:\n{self.text()}\nstderr:\n"
+                                 + "\n".join(self.errors)) from None
 
     def __enter__(self):
         return self
@@ -132,6 +137,19 @@ class Watcher:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(30)
+
+
+def where_it_waits(pid: int) -> str:
+    """Each thread of ``pid`` with its state and the kernel function it sleeps in (for a hang's message)."""
+    threads = []
+    for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int) if os.path.isdir(f"/proc/{pid}/task") else ():
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            wchan = Path(f"/proc/{pid}/task/{tid}/wchan").read_text()
+        except OSError:
+            continue
+        threads.append(f"{tid} {stat[stat.rfind(')') + 2:].split()[0]} {wchan or '-'}")
+    return "threads: " + ", ".join(threads) if threads else "no process left"
 
 
 def processes_with(token: str) -> list[int]:
