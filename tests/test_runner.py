@@ -61,8 +61,8 @@ def test_grade_course(tmp_path):
     """Killed with SIGKILL mid-run, then rerun: every student graded exactly once, none lost."""
     course = tmp_path / "course"
     students = ["s1", "s2", "s3"]
-    for student in students:
-        _submit(course, student, STUBS)
+    for student in students:  # files that differ: copies of one submission are graded once, all at once
+        _submit(course, student, {name: f"{text}\n# handed in by {student}\n" for name, text in STUBS.items()})
     cmd = [sys.executable, "-m", "bertlab.cli", "grade", str(course), "--workers", "1"]
     first = subprocess.Popen(cmd, cwd=KIT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
