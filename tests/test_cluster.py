@@ -12,6 +12,7 @@ changes nothing, and a scheduler killed mid-run leaves what finished recorded fo
 from __future__ import annotations
 
 import json
+import operator
 import os
 import shutil
 import signal
@@ -160,6 +161,39 @@ def test_a_worker_killed_mid_submission_costs_nothing_and_nothing_is_recorded_tw
           f"recorded twice {len(recorded) - len(set(recorded))}")
     _assert_local_grades(_results(course), demo)
     cli_cluster.wait_for_workers(2)  # its nanny started it again
+
+
+async def _offer_test_resource(amount, dask_worker=None):
+    await dask_worker.set_resources(**{"bertlab-test": amount})
+
+
+@pytest.mark.slow
+def test_dask_does_not_wake_a_stranded_task_when_a_worker_gets_its_resource_so_the_dispatcher_resends_it(cli_cluster):
+    """Why grader/cluster/dispatch.py sends a stranded submission again: on real Dask, a task that needs
+    a resource nobody holds waits in "no-worker", and a worker offering that resource later (as every
+    warm grader does, and as the other worker did in CI after the only warm one was killed) does not
+    start it. A new task under a new key does start."""
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this module
+    with cli_cluster.client() as client:
+        worker = sorted(client.scheduler_info()["workers"])[0]
+        client.run(_offer_test_resource, 0)  # every worker has the resource, none of it (a grader warming up)
+        stranded = client.submit(operator.neg, 3, key="bertlab-test-stranded", pure=False, resources={"bertlab-test": 1})
+        try:
+            time.sleep(1.0)
+            client.run(_offer_test_resource, 1, workers=[worker])
+            time.sleep(3.0)
+            if stranded.done():
+                pytest.fail(f"Dask now starts a stranded task once a worker offers its resource ({stranded.status}): "
+                            "the dispatcher's STRANDED_S resend could go (it does no harm meanwhile)")
+            assert not any(stranded.key in keys for keys in client.processing().values())
+            again = client.submit(operator.neg, 3, key="bertlab-test-again", pure=False, resources={"bertlab-test": 1})
+            assert again.result(timeout=30) == -3
+        finally:
+            stranded.cancel()
+            client.run(_offer_test_resource, 0)
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.mark.slow

@@ -3,12 +3,15 @@
 The real processes are in test_cluster.py. Here each rule gets a case of its own, in milliseconds: no
 more in flight than workers that can grade; a copy of files being timed waits and then carries that
 measurement; an answer from a worker that turned out unfit goes elsewhere; Dask's KilledWorker and
-a grader failure are never grades; a worker's answer that is not a result is refused.
+a grader failure are never grades; a worker's answer that is not a result is refused; a submission
+that Dask stranded (no worker ever starts it) is sent again, and one a worker is running is not.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -27,9 +30,10 @@ class KilledWorker(Exception):
 
 
 class FakeFuture:
-    def __init__(self, client, payload):
-        self.client, self.payload = client, json.loads(payload)
+    def __init__(self, client, payload, key):
+        self.client, self.payload, self.key = client, json.loads(payload), key
         self.status, self._value, self._error = "pending", None, None
+        self.on_worker = None  # the worker running it, while pending
 
     def finish(self, answer):
         if isinstance(answer, Exception):
@@ -57,7 +61,8 @@ class FakeFuture:
 
 
 class FakeClient:
-    """Workers that are all ready; ``answer(payload)`` decides what each submission gets back."""
+    """Workers that are all ready; ``answer(payload)`` decides what each submission gets back (None:
+    it stays pending; the future is passed too, to put it on a worker)."""
 
     status = "running"
 
@@ -84,12 +89,22 @@ class FakeClient:
         return {f"tcp://w{i}": {"state": worker_setup.READY, "cause": None, "steps": [], "host": "h"}
                 for i in range(self.workers)}
 
-    def submit(self, fn, payload, **kwargs):
-        future = FakeFuture(self, payload)
+    def processing(self):
+        running = {f"tcp://w{i}": () for i in range(self.workers)}
+        for future in self.outstanding:
+            if future.status == "pending" and future.on_worker:
+                running[future.on_worker] += (future.key,)
+        return running
+
+    def submit(self, fn, payload, key, **kwargs):
+        future = FakeFuture(self, payload, key)
         self.outstanding.append(future)
         self.most_in_flight = max(self.most_in_flight, len(self.outstanding))
         self.payloads.append(future.payload)
-        future.finish(self.answer(future.payload))
+        answer = self.answer(future.payload, future) if self.answer.__code__.co_argcount == 2 else \
+            self.answer(future.payload)
+        if answer is not None:
+            future.finish(answer)
         return future
 
 
@@ -154,3 +169,68 @@ def test_faults_are_never_grades(answer, expected):
     client = FakeClient(lambda p: answer)
     got = _grade(client, [Submission("a", {"cka.py": "1"})])
     assert len(got) == 1 and got[0][1] is None and expected in got[0][2], got
+
+
+@contextlib.contextmanager
+def _fails_after(seconds: int, why: str):
+    def fail(signum, frame):
+        raise AssertionError(why)
+
+    previous = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def quick_census(monkeypatch):
+    from bertlab_grader.cluster import dispatch
+
+    monkeypatch.setattr(dispatch, "CENSUS_EVERY_S", 0.0)
+    monkeypatch.setattr(dispatch, "STRANDED_S", 0.0)
+
+
+def test_a_submission_no_worker_ever_starts_is_sent_again(quick_census):
+    """Dask leaves a task in "no-worker" when the only worker that held the resource died, and does not
+    wake it when another worker gets the resource later (tests/test_cluster.py shows it on real Dask)."""
+    first: list = []
+
+    def answer(payload, future):
+        if not first:  # the first one is stranded: pending, and on no worker
+            first.append(future)
+            return None
+        return {"result": _result(payload["student"]), "measured": {}}
+
+    client = FakeClient(answer)
+    with _fails_after(30, "the stranded submission was never sent again: the run waits for it for ever"):
+        got = _grade(client, [Submission("a", {"cka.py": "1"})])
+    assert [(s.student, r is not None) for s, r, _ in got] == [("a", True)], "graded once, after it was sent again"
+    assert len(client.payloads) == 2 and first[0].status == "cancelled", "the stranded task was not replaced"
+    assert client.payloads[0]["files"] == client.payloads[1]["files"]
+
+
+def test_a_submission_a_worker_is_running_is_not_sent_again(quick_census):
+    running: list = []
+    real_processing = FakeClient.processing
+
+    def answer(payload, future):
+        future.on_worker = "tcp://w0"  # a long grading: it finishes after a few censuses
+        running.append(future)
+        return None
+
+    client = FakeClient(answer)
+    looks = []
+
+    def processing():
+        looks.append(1)
+        if len(looks) == 5:
+            running[0].finish({"result": _result("a"), "measured": {}})
+        return real_processing(client)
+
+    client.processing = processing
+    got = _grade(client, [Submission("a", {"cka.py": "1"})])
+    assert [(s.student, r is not None) for s, r, _ in got] == [("a", True)]
+    assert len(client.payloads) == 1, "a submission a worker was grading was sent again"

@@ -18,7 +18,13 @@ Faults, and what each becomes:
 - a worker whose set-up falls short (bubblewrap, the model, the preflight): it never holds the
   resource and grades nothing; it is named with the cause (``unfit``), and the run stops only when
   no worker can grade;
-- the scheduler gone mid-run: ``RunStopped`` (what finished is recorded, the rest is not graded).
+- the scheduler gone mid-run: ``RunStopped`` (what finished is recorded, the rest is not graded);
+- a submission stranded by the scheduler: when the only worker holding the resource dies, Dask puts
+  its task in "no-worker", and a worker that gets the resource later (``set_resources``, as every
+  worker does once it is warm) does not wake it (seen with distributed 2026.8: only a worker that joins or
+  changes status does). A submission in flight that no worker has started for ``STRANDED_S`` while a
+  worker that can grade has nothing to do is sent again under a new key (counted in ``retried`` when
+  it had started before).
 
 Identical files, identical points: the main process holds the course's timing record. A submission
 whose files were timed before carries that measurement to its worker; a second copy of files being
@@ -43,6 +49,7 @@ from bertlab_grader.core.failures import RunStopped
 CENSUS_EVERY_S = 2.0       # how often the workers are asked what they can do
 SCHEDULER_LOST_S = 15.0    # the client has not been connected for this long: the scheduler is gone
 MAX_BOUNCES = 5            # a submission sent back this often by workers that turned out unfit: not graded
+STRANDED_S = 6.0           # in flight, started by no worker this long while one that can grade is idle: sent again
 
 
 def wait_for_workers_s() -> float:
@@ -140,6 +147,7 @@ class ClusterGrading:
         untimed: set[str] = set()            # digests whose grading timed nothing (their copies need not wait)
         known = record.all_known() if record is not None else {}
         fit, last_census, no_fit_since, lost_since = 0, 0.0, time.monotonic(), None
+        unassigned_since: dict[str, float] = {}  # key of a future in flight -> since when no worker has it
         self._workers: dict = {}
 
         def top_up(fit: int) -> None:
@@ -160,8 +168,10 @@ class ClusterGrading:
             while pending or in_flight or held:
                 now = time.monotonic()
                 if now - last_census > CENSUS_EVERY_S or (not in_flight and fit == 0):
+                    stranded = []
                     try:
                         fit = self._take_census()
+                        stranded = self._stranded(in_flight, unassigned_since, now) if in_flight else []
                         lost_since = None
                     except Exception as exc:  # noqa: BLE001 - the scheduler is unreachable
                         lost_since = lost_since or now
@@ -177,6 +187,13 @@ class ClusterGrading:
                     elif now - no_fit_since > wait_for_workers_s():
                         raise RunStopped(f"no Dask worker able to grade for {wait_for_workers_s():g} s "
                                          "(BERTLAB_CLUSTER_WAIT_S): start workers (docs/cluster.md)")
+                    for future in stranded:  # sent again (the module docstring says why)
+                        submission, bounces, digest = in_flight.pop(future)
+                        future.cancel()
+                        future.release()
+                        unassigned_since.pop(future.key, None)
+                        in_flight[self._submit(submission, read_sources(submission.path), known.get(digest, {}))] = \
+                            (submission, bounces, digest)
                 top_up(fit)
                 if not in_flight:
                     time.sleep(0.5)
@@ -222,6 +239,21 @@ class ClusterGrading:
         finally:
             for future in in_flight:
                 future.cancel()
+
+    def _stranded(self, in_flight: dict, unassigned_since: dict, now: float) -> list:
+        """The futures in flight that no worker has started for STRANDED_S while a worker that can
+        grade has nothing to do (see the module docstring); ``unassigned_since`` is kept up to date."""
+        processing = self.client.processing()  # {worker address: keys it is running or about to run}
+        assigned = {key for keys in processing.values() for key in keys}
+        idle = [a for a, s in self._workers.items()
+                if s["state"] == worker_setup.READY and s["resource"] >= 1 and not processing.get(a)]
+        stranded = []
+        for future in in_flight:
+            if future.done() or future.key in assigned:
+                unassigned_since.pop(future.key, None)
+            elif now - unassigned_since.setdefault(future.key, now) >= STRANDED_S and idle:
+                stranded.append(future)
+        return stranded
 
     def _submit(self, submission, sources: dict, known_timings: dict):
         payload = json.dumps({"student": submission.student, "assignment": self.assignment, "run": self.run_id,
