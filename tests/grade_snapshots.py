@@ -14,12 +14,17 @@ What may differ, and only this:
   (the points are 0 either way, so only the outcome and the message may change, never to a pass);
 - the performance task's messages (they quote the measured milliseconds), and its points only where
   a ratio lies within the protocol's margin of a band edge (``grade_differences``);
+- the numbers a message quotes, within float round-off (a relative 1e-6): a float32 result's last
+  digits depend on the CPU's vector instructions (seen: ``0.942123537`` on one machine,
+  ``0.9421235365`` on another, for the same submission and test);
 - each snapshot names its kit version, and nothing else.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import sys
 from pathlib import Path
 
@@ -35,6 +40,23 @@ def snapshot(results: dict[str, dict]) -> dict[str, dict]:
 
 def load(name: str) -> dict:
     return json.loads((SNAPSHOTS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def same_message(a: str | None, b: str | None) -> bool:
+    """The same words, and the same numbers within float round-off (relative 1e-6)."""
+    if a == b:
+        return True
+    if a is None or b is None or _NUMBER.split(a) != _NUMBER.split(b):
+        return False
+    return all(math.isclose(float(x), float(y), rel_tol=1e-6, abs_tol=1e-12)
+               for x, y in zip(_NUMBER.findall(a), _NUMBER.findall(b)))
+
+
+def _same_test(a: dict, b: dict) -> bool:
+    return all(same_message(a.get(k), b.get(k)) if k == "message" else a.get(k) == b.get(k) for k in KEPT)
 
 
 def _is_timeout_change(before: dict, after: dict) -> bool:
@@ -59,7 +81,7 @@ def differences(before: dict, results: dict[str, dict]) -> list[str]:
                 continue
             if a["task"] == "performance":
                 continue  # below: bands, with their edge margin
-            if a == b or _is_timeout_change(a, b):
+            if _same_test(a, b) or _is_timeout_change(a, b):
                 continue
             changed = [k for k in KEPT if a.get(k) != b.get(k)]
             lines.append(f"{student}: {name}: {', '.join(f'{k} {a.get(k)!r} -> {b.get(k)!r}' for k in changed)}")

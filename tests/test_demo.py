@@ -105,3 +105,17 @@ def test_demo_identical_files_get_identical_speed_points(demo):
     assert digests["alice"] == digests["frank"], "the zip should hold alice's files byte for byte"
     record = json.loads((demo["course"] / ".bertlab" / "timings-week7.json").read_text())
     assert set(record["submissions"][digests["alice"]]) == {"linear_cka", "masked_mean_pool", "semantic_search"}
+
+
+def test_snapshot_messages_agree_within_round_off_and_no_further():
+    """The snapshot comparison lets a quoted float differ in its last digits (a float32 result depends
+    on the CPU's vector instructions), and nothing else: another word or a number off by more is a
+    difference."""
+    from grade_snapshots import same_message
+
+    before = "linear_cka(X [40, 8], Y [40, 5]) is 0.9677897304; expected 0.633597756 (tolerance 1e-06)."
+    assert same_message(before, "linear_cka(X [40, 8], Y [40, 5]) is 0.9677897303; expected 0.6335977604 (tolerance 1e-06).")
+    assert not same_message(before, "linear_cka(X [40, 8], Y [40, 5]) is 0.9677997303; expected 0.633597756 (tolerance 1e-06).")
+    assert not same_message(before, "linear_cka(X [40, 8], Y [40, 6]) is 0.9677897304; expected 0.633597756 (tolerance 1e-06).")
+    assert not same_message(before, "linear_cka(X [40, 8], Y [40, 5]) was 0.9677897304; expected 0.633597756 (tolerance 1e-06).")
+    assert not same_message(before, None)
