@@ -119,3 +119,6 @@ def test_snapshot_messages_agree_within_round_off_and_no_further():
     assert not same_message(before, "linear_cka(X [40, 8], Y [40, 6]) is 0.9677897304; expected 0.633597756 (tolerance 1e-06).")
     assert not same_message(before, "linear_cka(X [40, 8], Y [40, 5]) was 0.9677897304; expected 0.633597756 (tolerance 1e-06).")
     assert not same_message(before, None)
+    printed = "expected -0.174497, got 0.834181 (tolerance 9.74249e-07 + 0*|expected|)"  # %g: six digits
+    assert same_message(printed, "expected -0.174497, got 0.83418 (tolerance 9.74249e-07 + 0*|expected|)")
+    assert not same_message(printed, "expected -0.174497, got 0.83416 (tolerance 9.74249e-07 + 0*|expected|)")

@@ -61,15 +61,17 @@ from typing import Any, Callable, Optional
 
 # (largest ratio, fraction of the points), checked in order; anything slower scores 0.
 BANDS: tuple[tuple[float, float], ...] = ((2.0, 1.0), (20.0, 0.5))
-# The first look: 8 pairs. A ratio that lands within a factor EDGE_MARGIN (25%) of an edge is
+# The first look: 8 pairs. A ratio that lands within a factor EDGE_MARGIN (50%) of an edge is
 # measured much longer (EXTRA_PAIRS); one far from every edge keeps its band with more pairs too, so
 # there they would only cost time that the other workers spend waiting (a timing is exclusive).
 PAIRS = 8
 GIVE_UP_RATIO = 50.0
 # Near a band edge one measurement decides a band, so it gets more: a ratio within a factor
 # EDGE_MARGIN of an edge after PAIRS pairs is measured for EXTRA_PAIRS more before it is scored
-# (64 pairs in all, as many as before the first look was cut from 16 pairs to 8).
-EDGE_MARGIN = 1.25
+# (64 pairs in all, as many as before the first look was cut from 16 pairs to 8). A factor 1.5: with
+# 1.25, a submission whose pooling is the reference's measured 2.62x on its first look once, while
+# another worker graded beside it, and kept half its points (the kit before issue 22: 1.25x, full points).
+EDGE_MARGIN = 1.5
 EXTRA_PAIRS = 56
 FIRST_PAIR_VARIANT = 2  # variants 0 and 1 are the two warm-up calls' (see _compare)
 
