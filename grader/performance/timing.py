@@ -69,8 +69,8 @@ GIVE_UP_RATIO = 50.0
 # Near a band edge one measurement decides a band, so it gets more: a ratio within a factor
 # EDGE_MARGIN of an edge after PAIRS pairs is measured for EXTRA_PAIRS more before it is scored
 # (64 pairs in all, as many as before the first look was cut from 16 pairs to 8). A factor 1.5: with
-# 1.25, a submission whose pooling is the reference's measured 2.62x on its first look once, while
-# another worker graded beside it, and kept half its points (the kit before issue 22: 1.25x, full points).
+# 1.25, a correct pooling that the kit before issue 22 measured at 1.25x (full points) measured 2.62x
+# on its first look once, while another worker graded beside it, and kept half its points.
 EDGE_MARGIN = 1.5
 EXTRA_PAIRS = 56
 FIRST_PAIR_VARIANT = 2  # variants 0 and 1 are the two warm-up calls' (see _compare)
