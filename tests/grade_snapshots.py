@@ -15,16 +15,15 @@ What may differ, and only this:
 - the performance task's messages (they quote the measured milliseconds), and its points only where
   a ratio lies within the protocol's margin of a band edge (``grade_differences``);
 - the non-integer numbers a message quotes, within float round-off (a relative 1e-6, plus one unit
-  of the last printed digit; integers such as shapes and counts exactly): a float32 result's last digits depend on the CPU's vector instructions (seen, for
-  the same submission and test on two machines: ``0.942123537`` and ``0.9421235365``; ``0.834181``
-  and ``0.83418``);
+  of the last printed digit; integers such as shapes and counts exactly): a float32 result's last
+  digits depend on the CPU's vector instructions (seen, for the same submission and test on two
+  machines: ``0.942123537`` and ``0.9421235365``; ``0.834181`` and ``0.83418``);
 - each snapshot names its kit version, and nothing else.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from pathlib import Path
@@ -47,7 +46,7 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
 def same_message(a: str | None, b: str | None) -> bool:
-    """The same words, and the same numbers within float round-off (relative 1e-6)."""
+    """The same words, and the same numbers (integers exactly, others within round-off)."""
     if a == b:
         return True
     if a is None or b is None or _NUMBER.split(a) != _NUMBER.split(b):

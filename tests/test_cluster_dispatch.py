@@ -62,7 +62,7 @@ class FakeFuture:
 
 class FakeClient:
     """Workers that are all ready; ``answer(payload)`` decides what each submission gets back (None:
-    it stays pending; the future is passed too, to put it on a worker)."""
+    it stays pending; the future being answered is ``outstanding[-1]``)."""
 
     status = "running"
 
@@ -101,8 +101,7 @@ class FakeClient:
         self.outstanding.append(future)
         self.most_in_flight = max(self.most_in_flight, len(self.outstanding))
         self.payloads.append(future.payload)
-        answer = self.answer(future.payload, future) if self.answer.__code__.co_argcount == 2 else \
-            self.answer(future.payload)
+        answer = self.answer(future.payload)
         if answer is not None:
             future.finish(answer)
         return future
@@ -198,9 +197,9 @@ def test_a_submission_no_worker_ever_starts_is_sent_again(quick_census):
     wake it when another worker gets the resource later (tests/test_cluster.py shows it on real Dask)."""
     first: list = []
 
-    def answer(payload, future):
+    def answer(payload):
         if not first:  # the first one is stranded: pending, and on no worker
-            first.append(future)
+            first.append(client.outstanding[-1])
             return None
         return {"result": _result(payload["student"]), "measured": {}}
 
@@ -216,7 +215,8 @@ def test_a_submission_a_worker_is_running_is_not_sent_again(quick_census):
     running: list = []
     real_processing = FakeClient.processing
 
-    def answer(payload, future):
+    def answer(payload):
+        future = client.outstanding[-1]
         future.on_worker = "tcp://w0"  # a long grading: it finishes after a few censuses
         running.append(future)
         return None
