@@ -63,6 +63,37 @@ def test_every_hinted_mutant_is_recognised_and_no_correct_code_gets_a_hint():
             assert matching_mistakes(impl, task) == [], f"{impl.name} gets a {task} hint"
 
 
+def test_a_fingerprint_that_matches_no_known_mistake_stops_at_its_first_difference():
+    """A hint is only looked for among the known mistakes, so a submission that already differs from
+    all of them is not called further (a hostile one's calls cost seconds each: forks, a memory bomb)."""
+    from types import SimpleNamespace
+
+    from bertlab_grader.grading.hints import fingerprint
+
+    calls = []
+
+    def nonsense(name):
+        def call(*args, **kwargs):
+            calls.append(name)
+            return "nonsense"  # no mistake of the bank returns a string anywhere
+        return call
+
+    impl = SimpleNamespace(
+        cka=SimpleNamespace(linear_cka=nonsense("linear_cka"), cka_matrix=nonsense("cka_matrix")),
+        pooling=SimpleNamespace(masked_mean_pool=nonsense("masked_mean_pool")),
+        retrieval=SimpleNamespace(semantic_search=nonsense("semantic_search"), SemanticIndex=nonsense("SemanticIndex")),
+        siamese=SimpleNamespace(create_sbert=nonsense("create_sbert")))
+    for task in FINGERPRINTS:
+        calls.clear()
+        fingerprint(impl, task)  # taken whole, as for the bank: every probe is called
+        whole = len(calls)
+        calls.clear()
+        assert matching_mistakes(impl, task) == [], task
+        assert len(calls) == 1 and whole > 1, (
+            f"{task}: the hint's fingerprint made {len(calls)} call(s) (the whole fingerprint: {whole}); "
+            "after the first answer that no known mistake gives, the rest cannot change the answer")
+
+
 def test_audit(capsys):
     """`bertlab audit` over the whole bank: every mutant caught in its own task only, every variant
     full marks outside performance, every hint recognised (exit code 0), and the table printed."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from bertlab_grader.mutants.fingerprint import gen, normalise, outcome
+from bertlab_grader.mutants.fingerprint import Record, gen, normalise, outcome
 from bertlab_grader.mutants.recipe import Mutant, Variant
 
 MUTANTS = (
@@ -222,16 +222,15 @@ def fingerprint(impl) -> dict:
     other = torch.randn(7, 3, generator=g, dtype=torch.float64)
     x_in = X.double().clone()
     cka = impl.cka
-    record = {
-        "tall": outcome(lambda: cka.linear_cka(X.clone(), Y.clone())),
-        "wide": outcome(lambda: cka.linear_cka(Xw.clone(), Yw.clone())),
-        "numpy": outcome(lambda: cka.linear_cka(X.double().numpy(), Y.double().numpy())),
-        "half": outcome(lambda: cka.linear_cka(big.half(), (big[:, :3] * 2 + 1).half())),
-        "constant": outcome(lambda: cka.linear_cka(constant.clone(), other.clone())),
-        "mismatch": outcome(lambda: cka.linear_cka(X.clone(), Y[:5].clone())),
-        "matrix": outcome(lambda: cka.cka_matrix([X.clone(), Y.clone(), (X[:, :2] * 2 + 1).clone()])),
-        "matrix_empty": outcome(lambda: cka.cka_matrix([])),
-        "in_place_call": outcome(lambda: cka.linear_cka(x_in, Y.double().clone())),
-    }
+    record = Record()  # filled call by call: a hint's search may stop it early
+    record["tall"] = outcome(lambda: cka.linear_cka(X.clone(), Y.clone()))
+    record["wide"] = outcome(lambda: cka.linear_cka(Xw.clone(), Yw.clone()))
+    record["numpy"] = outcome(lambda: cka.linear_cka(X.double().numpy(), Y.double().numpy()))
+    record["half"] = outcome(lambda: cka.linear_cka(big.half(), (big[:, :3] * 2 + 1).half()))
+    record["constant"] = outcome(lambda: cka.linear_cka(constant.clone(), other.clone()))
+    record["mismatch"] = outcome(lambda: cka.linear_cka(X.clone(), Y[:5].clone()))
+    record["matrix"] = outcome(lambda: cka.cka_matrix([X.clone(), Y.clone(), (X[:, :2] * 2 + 1).clone()]))
+    record["matrix_empty"] = outcome(lambda: cka.cka_matrix([]))
+    record["in_place_call"] = outcome(lambda: cka.linear_cka(x_in, Y.double().clone()))
     record["in_place_input"] = normalise(x_in)
     return record

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from bertlab_grader.mutants.fingerprint import gen, normalise, outcome
+from bertlab_grader.mutants.fingerprint import Record, gen, normalise, outcome
 from bertlab_grader.mutants.recipe import Mutant, Variant
 
 MUTANTS = (
@@ -206,13 +206,12 @@ def fingerprint(impl) -> dict:
     hidden = torch.where(mask[..., None].bool(), hidden, 40 * torch.ones_like(hidden))
     pool = impl.pooling.masked_mean_pool
     h_in = hidden.clone()
-    record = {
-        "int": outcome(lambda: pool(hidden.clone(), mask.clone())),
-        "bool": outcome(lambda: pool(hidden.clone(), mask.bool())),
-        "half": outcome(lambda: pool(hidden.half(), mask.clone())),
-        "mismatch": outcome(lambda: pool(hidden.clone(), torch.ones(3, 6, dtype=torch.long))),
-        "in_place_call": outcome(lambda: pool(h_in, mask.clone())),
-    }
+    record = Record()  # filled call by call: a hint's search may stop it early
+    record["int"] = outcome(lambda: pool(hidden.clone(), mask.clone()))
+    record["bool"] = outcome(lambda: pool(hidden.clone(), mask.bool()))
+    record["half"] = outcome(lambda: pool(hidden.half(), mask.clone()))
+    record["mismatch"] = outcome(lambda: pool(hidden.clone(), torch.ones(3, 6, dtype=torch.long)))
+    record["in_place_call"] = outcome(lambda: pool(h_in, mask.clone()))
     record["in_place_input"] = normalise(h_in)
     record["gradient"] = outcome(lambda: _pool_gradient_flags(impl, hidden[:2], mask[:2]))
     return record

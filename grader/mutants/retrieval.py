@@ -11,7 +11,7 @@ import zlib
 
 import torch
 
-from bertlab_grader.mutants.fingerprint import gen, normalise, outcome
+from bertlab_grader.mutants.fingerprint import Record, gen, normalise, outcome
 from bertlab_grader.mutants.recipe import Mutant, Variant
 
 MUTANTS = (
@@ -234,15 +234,14 @@ def fingerprint(impl) -> dict:
     long_corpus = torch.randn(2100, 4, generator=g)
     search = impl.retrieval.semantic_search
     q_in = queries.clone()
-    record = {
-        "search": outcome(lambda: search(queries.clone(), corpus.clone(), top_k=4)),
-        "big_k": outcome(lambda: search(queries.clone(), corpus.clone(), top_k=10)),
-        "single": outcome(lambda: search(queries[0].clone(), corpus.clone(), top_k=2)),
-        "blocks": outcome(lambda: search(queries[:2].clone(), long_corpus.clone(), top_k=3)),
-        "bad_d": outcome(lambda: search(queries[:, :3].clone(), corpus.clone(), top_k=2)),
-        "k0": outcome(lambda: search(queries.clone(), corpus.clone(), top_k=0)),
-        "in_place_call": outcome(lambda: search(q_in, corpus.clone(), top_k=2)),
-    }
+    record = Record()  # filled call by call: a hint's search may stop it early
+    record["search"] = outcome(lambda: search(queries.clone(), corpus.clone(), top_k=4))
+    record["big_k"] = outcome(lambda: search(queries.clone(), corpus.clone(), top_k=10))
+    record["single"] = outcome(lambda: search(queries[0].clone(), corpus.clone(), top_k=2))
+    record["blocks"] = outcome(lambda: search(queries[:2].clone(), long_corpus.clone(), top_k=3))
+    record["bad_d"] = outcome(lambda: search(queries[:, :3].clone(), corpus.clone(), top_k=2))
+    record["k0"] = outcome(lambda: search(queries.clone(), corpus.clone(), top_k=0))
+    record["in_place_call"] = outcome(lambda: search(q_in, corpus.clone(), top_k=2))
     record["in_place_input"] = normalise(q_in)
     encoder = _CountingEncoder()
 

@@ -8,13 +8,12 @@ mistake there, a ``Mutant(...)`` here, then run ``bertlab audit --only <name>``.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import torch
 
 from bertlab.assertions import did_not_finish
 
-from bertlab_grader.mutants.fingerprint import FingerprintAborted, gen, outcome
+from bertlab_grader.mutants.fingerprint import FingerprintAborted, Record, gen, outcome
 from bertlab_grader.mutants.recipe import Mutant, Variant
 
 MUTANTS = (
@@ -134,13 +133,14 @@ def fingerprint(impl) -> dict:
 
     ids_a, mask_a = _tokens(_PROBE_TEXTS_A)
     ids_b, mask_b = _tokens(_PROBE_TEXTS_B)
-    record: dict[str, Any] = {}
+    record = Record()  # filled call by call: a hint's search may stop it early
     try:
         sbert = impl.siamese.create_sbert(named_model("tiny-bert-seed5"))
     except Exception as exc:  # noqa: BLE001
         if did_not_finish(exc):
             raise FingerprintAborted(str(exc)) from exc
-        return {"create": ("raises", type(exc).__name__)}
+        record["create"] = ("raises", type(exc).__name__)
+        return record
     with torch.no_grad():
         record["encode"] = outcome(lambda: sbert.encode(ids_a.clone(), mask_a.clone()))
         record["forward"] = outcome(lambda: sbert(ids_a.clone(), mask_a.clone(), ids_b.clone(), mask_b.clone()))
