@@ -66,6 +66,7 @@ def build_demo_course(course: Path) -> Path:
 
 def run_demo(keep: str | None = None, workers: int | None = None, unsafe_no_sandbox: bool = False) -> int:
     from bertlab_grader.course.nbgrader_course import load_results
+    from bertlab_grader.course.pool import start_fork_server
     from bertlab_grader.course.runner import grade_course
 
     if keep:
@@ -78,6 +79,9 @@ def run_demo(keep: str | None = None, workers: int | None = None, unsafe_no_sand
         course = Path(tempfile.mkdtemp(prefix="bertlab-demo-"))
     print(f"Demo course: {course}")
     print("Cohort: alice (solution), bob (stubs), carol (partial), dave (buggy), erin (hostile), frank (zip)\n")
+    # The workers' fork server warms up (torch, MiniLM, the reference data: about 6 s of one core)
+    # while the course is built (about 1 s); grade_course finds it running.
+    start_fork_server()
     build_demo_course(course)
     code = grade_course(course, ASSIGNMENT, workers=workers, unsafe_no_sandbox=unsafe_no_sandbox)
     alice = load_results(course, ASSIGNMENT).get("alice")

@@ -322,6 +322,9 @@ def _pytest_args(tasks: Optional[Iterable[str]], extra: Sequence[str], collect_o
             # session: about 1 s per submission in a process holding torch and MiniLM (measured).
             # Student objects live in the sandbox, so there is nothing here for it to report.
             "-p", "no:unraisableexception",
+            # pytest's logging plugin wraps every phase of every test in a log-capturing handler on the
+            # root logger (about 50 ms per submission, profiled); no hidden test reads the logs.
+            "-p", "no:logging",
             # Only pytest's own plugins: the hidden suites use none of the installed ones (hypothesis,
             # pytest-benchmark, xdist, ...), and importing them cost about 1.6 s per grader process.
             # The ini's addopts name pytest-benchmark's option, so they go too.
