@@ -58,8 +58,38 @@ def test_a_ratio_near_an_edge_gets_more_pairs_and_one_far_from_it_does_not(machi
     near, _, _ = performance.compare_speed(machine.call(1.9, None), machine.call(1.0, None))
     far, _, _ = performance.compare_speed(machine.call(1.0, None), machine.call(1.0, None))
     assert len(near.reference) == len(near.student) == performance.PAIRS + performance.EXTRA_PAIRS
-    assert len(far.reference) == performance.PAIRS
+    # Far from every edge, the first look ends once the pairs left cannot change its outcome.
+    assert len(far.reference) == len(far.student) == performance.PAIRS // 2 + 1
     assert near.ratio == pytest.approx(1.9) and near.fraction == 1.0
+    assert far.ratio == pytest.approx(1.0) and far.fraction == 1.0
+
+
+def test_a_first_look_ends_early_only_where_the_pairs_left_decide_nothing():
+    """Wherever ``first_look_decided`` ends a first look after k pairs, all 8 pairs would have given
+    the same outcome, whatever the pairs left measure: the same band, no extra pairs, and the median
+    of the k pairs (the ratio reported) in that band too."""
+    import random
+
+    rng = random.Random(22)
+    edges = [limit for limit, _ in performance.BANDS]
+    ended_early = 0
+    for _ in range(20000):
+        centre = rng.choice([0.5, 1.0, 1.3, 1.4, 2.0, 2.9, 3.1, 5.0, 13.0, 14.0, 20.0, 29.0, 31.0, 60.0])
+        spread = rng.choice([0.01, 0.1, 0.5, 1.0])
+        ratios = [max(1e-3, centre * rng.lognormvariate(0.0, spread)) for _ in range(performance.PAIRS)]
+        for k in range(1, performance.PAIRS):
+            if performance.first_look_decided(ratios[:k]):
+                ended_early += 1
+                full, short = performance.statistics.median(ratios), performance.statistics.median(ratios[:k])
+                assert not performance.near_an_edge(full), (ratios, k)
+                assert performance.band_fraction(full) == performance.band_fraction(short), (ratios, k, edges)
+                assert not performance.near_an_edge(short)
+                break
+    assert ended_early > 1000, "the rule should end clear-cut first looks early"
+    # And it never ends one that straddles an edge: 5 pairs at 1.0, then what could still follow.
+    assert performance.first_look_decided([1.0] * 5)
+    assert not performance.first_look_decided([1.0] * 4)
+    assert not performance.first_look_decided([1.0, 1.0, 1.0, 1.0, 1.9])
 
 
 def test_every_call_of_a_side_gets_new_inputs_and_a_pair_shares_them(machine):
@@ -186,7 +216,8 @@ def test_without_a_record_or_a_name_every_grading_measures(machine, tmp_path):
     with timing_record.use(_record(tmp_path), {"cka.py": ""}):
         performance.compare_speed(student, machine.call(1.0, None))  # no name: not recorded
         performance.compare_speed(student, machine.call(1.0, None))
-    assert student.count == 3 * (2 + performance.PAIRS)  # a warm-up, a timed warm-up, then the pairs
+    # A warm-up, a timed warm-up, then the pairs (as fast as the reference: decided after 5 of them).
+    assert student.count == 3 * (2 + performance.PAIRS // 2 + 1)
     assert not _record(tmp_path).path.exists()
 
 

@@ -53,6 +53,7 @@ See docs/hidden-suites.md ("Performance") for the sizes and the repeatability me
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from contextlib import nullcontext
@@ -61,7 +62,8 @@ from typing import Any, Callable, Optional
 
 # (largest ratio, fraction of the points), checked in order; anything slower scores 0.
 BANDS: tuple[tuple[float, float], ...] = ((2.0, 1.0), (20.0, 0.5))
-# The first look: 8 pairs. A ratio that lands within a factor EDGE_MARGIN (50%) of an edge is
+# The first look: 8 pairs, or fewer where the pairs left could not change its outcome
+# (first_look_decided: after 5 pairs for a ratio near 1). A ratio that lands within a factor EDGE_MARGIN (50%) of an edge is
 # measured much longer (EXTRA_PAIRS); one far from every edge keeps its band with more pairs too, so
 # there they would only cost time that the other workers spend waiting (a timing is exclusive).
 PAIRS = 8
@@ -233,7 +235,7 @@ def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pai
         timing.student.append(student_time)
         timing.gave_up = True
         return timing
-    _time_pairs(timing, student, reference, range(pairs))
+    _time_pairs(timing, student, reference, range(pairs), until=lambda: first_look_decided(timing.ratios, pairs))
     if near_an_edge(timing.ratio):
         _time_pairs(timing, student, reference, range(pairs, pairs + EXTRA_PAIRS))
     return timing
@@ -244,10 +246,32 @@ def near_an_edge(ratio: float) -> bool:
     return any(limit / EDGE_MARGIN <= ratio <= limit * EDGE_MARGIN for limit, _ in BANDS)
 
 
-def _time_pairs(timing: Timing, student, reference, numbers: range) -> None:
+def first_look_decided(ratios: list[float], pairs: int = PAIRS) -> bool:
+    """True when the first look's outcome is known before its ``pairs`` pairs are all timed: whatever
+    the pairs still to come measure, the median of all of them is far from every edge (so no extra
+    pairs) and in one band. The pairs left would decide nothing, and a timing has the machine to
+    itself (the other workers wait), so they are not timed.
+
+    The median is monotone in each ratio, so the final one lies between the median with every pair
+    to come at 0 and the median with every pair to come at infinity. Far from the edges, each band
+    is one interval of ratios ([0, 2 / EDGE_MARGIN), (2 * EDGE_MARGIN, 20 / EDGE_MARGIN), beyond
+    20 * EDGE_MARGIN): when both bounds lie in the same one, so does the final median, and so does
+    the median of the pairs timed so far, which is then the ratio reported. A submission as fast as
+    the reference, ratios near 1, is decided after 5 pairs of 8."""
+    left = pairs - len(ratios)
+    if left <= 0:
+        return True
+    low = statistics.median(list(ratios) + [0.0] * left)
+    high = statistics.median(list(ratios) + [math.inf] * left)
+    return (not near_an_edge(low) and not near_an_edge(high)
+            and band_fraction(low) == band_fraction(high))
+
+
+def _time_pairs(timing: Timing, student, reference, numbers: range,
+                until: Optional[Callable[[], bool]] = None) -> None:
     """Time one pair per number, both calls on input variant 2 + number: the reference first on even
     numbers, the submission first on odd ones, so neither side always runs in the other's wake (a warm
-    cache, a freshly woken core)."""
+    cache, a freshly woken core). ``until``: asked after each pair; True ends the timing there."""
     for i in numbers:
         variant = FIRST_PAIR_VARIANT + i
         if i % 2 == 0:
@@ -258,6 +282,8 @@ def _time_pairs(timing: Timing, student, reference, numbers: range) -> None:
             ref_time, timing.reference_result = _timed(reference, variant)
         timing.reference.append(ref_time)
         timing.student.append(student_time)
+        if until is not None and until():
+            return
 
 
 # ---------------------------------------------------------------------------------------------
