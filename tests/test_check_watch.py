@@ -79,7 +79,12 @@ class Watcher:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bertlab.cli", "check", "--watch", *args], cwd=bundle,
             env=student_environ(bundle, **{TOKEN_ENV: self.token}, **env), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, start_new_session=True)  # its own group: a terminal's Ctrl-C
+            stderr=subprocess.PIPE, text=True, start_new_session=True,  # its own group: a terminal's Ctrl-C
+            # Started with SIGINT ignored, as a shell's background job starts its children (CI may run
+            # the suite so): Python then never raises KeyboardInterrupt by itself, and the watcher,
+            # which says "Ctrl-C to stop", must still stop on it (a fresh clone's suite, run in the
+            # background, failed here: the watcher slept on through SIGINT).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         self.lines: list[str] = []
         self.errors: list[str] = []
         self.mark = 0

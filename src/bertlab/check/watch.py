@@ -153,6 +153,9 @@ class Watcher:
 
     def run(self) -> int:
         handlers = {sig: signal.signal(sig, _stop_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        # Ctrl-C stops the watcher, as it says, also where it was started with SIGINT ignored (a
+        # shell's background job, a script run with `&`): Python then never raises KeyboardInterrupt.
+        handlers[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             self.say("bertlab check --watch: getting ready, once (a few seconds):")
             checker = warm.prepare(self.say, self.folder)
