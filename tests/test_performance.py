@@ -86,7 +86,8 @@ def test_a_first_look_ends_early_only_where_the_pairs_left_decide_nothing():
                 assert not performance.near_an_edge(short)
                 break
     assert ended_early > 1000, "the rule should end clear-cut first looks early"
-    # And it never ends one that straddles an edge: 5 pairs at 1.0, then what could still follow.
+    # Concretely: five pairs at 1.0 decide (the median of all 8 cannot leave [0, 2 / 1.5)), four do
+    # not, and five with one at 1.9 do not (three more at 1.9 would put the median near the 2x edge).
     assert performance.first_look_decided([1.0] * 5)
     assert not performance.first_look_decided([1.0] * 4)
     assert not performance.first_look_decided([1.0, 1.0, 1.0, 1.0, 1.9])
