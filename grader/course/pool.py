@@ -59,8 +59,10 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
                  timings: str | None = None) -> None:
     """A trusted grader worker: one warm sandbox, a preflight, then submissions in, results out.
 
+    Jobs from the main process: (student, path, None) grades a whole submission; (student, path,
+    part) one part of a submission graded in segments (grader/grading/segments.py).
     Messages to the main process: ("ready", preflight problem or None), ("fatal", cause),
-    ("result", results dict), ("grader_failure", cause).
+    ("result", results dict), ("part", {"result", "memos"}), ("grader_failure", cause).
     Each worker's sandbox runs under its own unprivileged uid, because RLIMIT_NPROC counts processes
     per uid: with a shared uid, one student's fork bomb would starve the other workers' students.
     ``gate`` (bertlab_grader.performance.gate.TimingGate): everything but the performance task's timings is
@@ -99,14 +101,16 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
             job = conn.recv()
             if job is None:
                 break
-            student, path = job
+            student, path, part = job
             try:
                 sources = read_submission_sources(path)
                 with timing_gate.working(), timing_record.use(record, sources):
-                    from bertlab_grader.grading.scoring import grade_sources  # (pytest: only in grader workers)
+                    from bertlab_grader.grading.scoring import grade_part, grade_sources  # (pytest: only in workers)
 
-                    result = grade_sources(sandbox, sources, student, assignment)
-                conn.send(("result", result))
+                    if part is None:
+                        conn.send(("result", grade_sources(sandbox, sources, student, assignment)))
+                    else:
+                        conn.send(("part", grade_part(sandbox, sources, student, assignment, part)))
             except Exception as exc:  # noqa: BLE001 - a grader failure or a grader bug: never the student's
                 conn.send(("grader_failure", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -125,12 +129,12 @@ class _Worker:
         self.process.start()
         child.close()
         self.ready = False
-        self.job = None  # (submission, attempt)
+        self.job: _Job | None = None
         self.started = 0.0
 
-    def give(self, submission, attempt):
-        self.job, self.started = (submission, attempt), time.monotonic()
-        self.conn.send((submission.student, str(submission.path)))
+    def give(self, job: "_Job"):
+        self.job, self.started = job, time.monotonic()
+        self.conn.send((job.submission.student, str(job.submission.path), job.part))
 
     def stop(self):
         try:
@@ -183,18 +187,79 @@ def start_workers(n: int, hide: list[str], assignment: str, unsafe_no_sandbox: b
     return [_Worker(ctx, hide, assignment, slot, unsafe_no_sandbox, gate, where) for slot in range(n)]
 
 
+class _Job:
+    """A submission to grade, whole (``part`` None) or one part of it (grader/grading/segments.py)."""
+
+    __slots__ = ("submission", "attempt", "part")
+
+    def __init__(self, submission, attempt: int = 1, part: dict | None = None):
+        self.submission, self.attempt, self.part = submission, attempt, part
+
+    def again(self) -> "_Job":
+        return _Job(self.submission, self.attempt + 1, self.part)
+
+
+class _Split:
+    """A submission graded in parts on several workers: what its parts have given so far."""
+
+    def __init__(self):
+        self.done: dict[int, dict] = {}   # segment -> {"result", "memos"}
+        self.failed = False               # a part failed (the grader's): the rest is dropped
+
+
+def _take(queue: list[_Job], splits: dict, workers: int) -> _Job:
+    """The next job. Near the end of the run, when fewer whole submissions wait than there are
+    workers, the next one is split into parts that run at once on the free workers: one slow
+    submission (a hang, then another) then no longer leaves the other workers idle at the end."""
+    job = queue.pop(0)
+    whole_left = sum(1 for j in queue if j.part is None) + 1
+    if job.part is None and job.attempt == 1 and workers > 1 and whole_left < workers:
+        from bertlab_grader.grading.segments import split_parts
+
+        splits[job.submission.student] = _Split()
+        parts = [_Job(job.submission, 1, part) for part in split_parts()]
+        queue[:0] = parts[1:]
+        return parts[0]
+    return job
+
+
 def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment: str, unsafe_no_sandbox: bool):
     """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
-    workers of ``pool`` finish; a worker that dies is replaced and its submission tried once more.
+    workers of ``pool`` finish; a worker that dies is replaced and its job tried once more.
+    The last submissions are graded in parts on several workers at once (``_take``).
     Raises RunStopped when a worker cannot start or fails its preflight. The workers are stopped at
     the end."""
     ctx = _context()
-    queue = [(s, 1) for s in submissions]
+    queue = [_Job(s) for s in submissions]
+    splits: dict[str, _Split] = {}
+
+    def finished(w: _Worker, kind: str, payload):
+        """What the job ``w`` just finished means: a (submission, result, failure) to yield, or None."""
+        from bertlab_grader.grading.segments import FINAL, final_part
+
+        job = w.job
+        split = splits.get(job.submission.student) if job.part is not None else None
+        if split is None:
+            return (job.submission, payload, None) if kind == "result" else (job.submission, None, payload)
+        if split.failed:
+            return None  # its failure was yielded already
+        if kind != "part":
+            split.failed = True
+            queue[:] = [j for j in queue if j.submission is not job.submission]
+            return job.submission, None, payload
+        if job.part["segment"] == FINAL:
+            del splits[job.submission.student]
+            return job.submission, payload["result"], None
+        split.done[job.part["segment"]] = payload
+        if len(split.done) == FINAL:
+            queue.insert(0, _Job(job.submission, 1, final_part(split.done)))
+        return None
+
     try:
         while queue or any(w.job for w in pool):
             for w in pool:
                 if w.ready and w.job is None and queue:
-                    w.give(*queue.pop(0))
+                    w.give(_take(queue, splits, len(pool)))
             ready = wait([w.conn for w in pool] + [w.process.sentinel for w in pool], timeout=1.0)
             for i, w in enumerate(list(pool)):
                 died = w.process.sentinel in ready and not w.conn.poll()
@@ -214,21 +279,24 @@ def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment:
                                 raise RunStopped(explain(payload))
                             w.ready = True
                         else:
-                            submission, _ = w.job
+                            outcome = finished(w, kind, payload)
                             w.job = None
                             if queue:  # the next job first: the worker grades while we record this one
-                                w.give(*queue.pop(0))
-                            yield (submission, payload, None) if kind == "result" else (submission, None, payload)
+                                w.give(_take(queue, splits, len(pool)))
+                            if outcome is not None:
+                                yield outcome
                 if died or overdue:
                     if w.job is not None:
-                        submission, attempt = w.job
+                        job = w.job
                         why = (f"grading took longer than {SUBMISSION_DEADLINE_S:g} s "
                                "(BERTLAB_SUBMISSION_DEADLINE_S)" if overdue
                                else "the grader worker stopped unexpectedly")
-                        if attempt < MAX_ATTEMPTS and not overdue:
-                            queue.insert(0, (submission, attempt + 1))
+                        if job.attempt < MAX_ATTEMPTS and not overdue:
+                            queue.insert(0, job.again())
                         else:
-                            yield submission, None, why
+                            outcome = finished(w, "grader_failure", why)
+                            if outcome is not None:
+                                yield outcome
                     elif not w.ready:
                         raise RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
                     w.kill()

@@ -252,6 +252,7 @@ class _Recorder:
         self.timeouts: dict[str, int] = {}  # task -> tests of it that timed out so far
         self.first_timeout: dict[str, str] = {}  # task -> what its first timeout said
         self.grader_failure: Optional[str] = None  # set at the first grader failure; the run stops
+        self.segment: Optional[int] = None  # the grading segment of the test running now (segments.py)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
@@ -261,6 +262,15 @@ class _Recorder:
         # endless loop costs the time limit once, not once per test.
         timing_gate.pause_point()  # a worker about to time waits for this test, not for the whole suite
         task, _ = _task_and_points(item)
+        if task is not None and hasattr(self.impl, "start_segment"):
+            # A sandboxed submission's tests run in segments, each in a fresh process of the
+            # submission (grader/grading/segments.py), so that a segment is graded alike here and
+            # on a worker of its own.
+            from bertlab_grader.grading.segments import modules_of, segment_of
+
+            if segment_of(task) != self.segment:
+                self.segment = segment_of(task)
+                self.impl.start_segment(modules_of(self.segment))
         if self.timeouts.get(task, 0) >= TIMEOUTS_PER_TASK:
             from bertlab_grader.sandbox.remote import SubmissionTimeout
 
@@ -360,16 +370,22 @@ def _run_pytest(args: list[str], plugin: _Recorder) -> int:
 # ---------------------------------------------------------------------------------------------
 
 def run_hidden_suite(impl, *, student: str, assignment: str = "week7", tasks: Optional[Iterable[str]] = None,
-                     extra_pytest_args: Sequence[str] = (), hints: bool = True) -> dict:
+                     extra_pytest_args: Sequence[str] = (), hints: bool = True, seed: Optional[dict] = None,
+                     earlier_tests: Sequence[dict] = ()) -> dict:
     """Grade ``impl`` with the hidden suites; the results dict (docs/results-format.md).
 
     tasks: only these tasks (default: all). hints: attach a hint (grader/grading/hints.py) to the failing tests
     of a task whose probe outputs match a known mistake of the mutant bank.
+    A part of a submission graded in segments (grader/grading/segments.py): ``seed``, what earlier
+    segments learned about its hangs (``RemoteImplementation.export_memos``); ``earlier_tests``, their
+    test entries, which come first in the result (and get hints too).
     Raises GraderFailure when the grader, not the submission, failed (see the module docstring).
     """
+    if seed:
+        impl.seed_memos(seed)
     recorder = _Recorder(impl)
     _run_pytest(_pytest_args(tasks, extra_pytest_args), recorder)
-    tests = [dict(recorder.entries[nodeid]) for nodeid, *_ in recorder.collected]
+    tests = [dict(t) for t in earlier_tests] + [dict(recorder.entries[nodeid]) for nodeid, *_ in recorder.collected]
     for t in tests:
         if t["task"] is None:
             raise GraderFailure(f"hidden test {t['name']} has no task marker")
@@ -453,3 +469,16 @@ def grade_sources(sandbox, sources: dict, student: str, assignment: str, **suite
         result = run_hidden_suite(impl, student=student, assignment=assignment, **suite_options)
     result["sandboxed"] = bool(sandbox.isolated)
     return result
+
+
+def grade_part(sandbox, sources: dict, student: str, assignment: str, part: dict) -> dict:
+    """Grade one part of a submission graded in segments on several workers (grader/grading/segments.py:
+    ``split_parts``, ``final_part``): ``{"result": results dict, "memos": what its session learned}``.
+    The final part's result is the whole submission's."""
+    with sandbox.session(dict(sources)) as impl:
+        result = run_hidden_suite(impl, student=student, assignment=assignment, tasks=part["tasks"],
+                                  hints=part["hints"], seed=part.get("seed"),
+                                  earlier_tests=part.get("earlier_tests", ()))
+        memos = impl.export_memos()
+    result["sandboxed"] = bool(sandbox.isolated)
+    return {"result": result, "memos": memos}

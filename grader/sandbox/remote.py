@@ -203,6 +203,19 @@ class RemoteImplementation:
         finally:
             self._session.no_retry_of_hung = False
 
+    def start_segment(self, modules: list[str]) -> None:
+        """Grade what follows in a fresh process of the submission that imports ``modules`` first
+        (grader/grading/segments.py)."""
+        self._session.start_segment(modules)
+
+    def export_memos(self) -> dict:
+        """The session's record of calls that timed out or crashed, as plain data."""
+        return self._session.export_memos()
+
+    def seed_memos(self, memos: dict) -> None:
+        """Take another session's record of calls that timed out or crashed (``export_memos``)."""
+        self._session.seed_memos(memos)
+
     def output(self) -> str:
         """The submission's captured stdout/stderr so far (truncated)."""
         return self._session.output()

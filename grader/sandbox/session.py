@@ -129,6 +129,8 @@ class Session:
         # its inputs; with ``no_retry_of_hung`` (the hints) it is not called again
         self.failed_hard: dict[tuple, BaseException] = {}
         self.no_retry_of_hung = False
+        self.eager: Optional[list[str]] = None  # the modules a new child imports first (None: all)
+        self._segment_start = False  # the next child is a segment's first: no "restarted" note
         self.module_errors: dict[str, Optional[dict]] = {}
         self.callbacks: dict[int, object] = {}
         self._models: dict[int, tuple] = {}
@@ -148,6 +150,37 @@ class Session:
         errors = {m: info["message"] for m, info in self.module_errors.items() if info}
         errors.update({m: info["message"] for m, info in self.skip.items()})
         return errors
+
+    # ---- grading segments (grader/grading/segments.py)
+    def start_segment(self, modules: list[str]) -> None:
+        """Begin a segment of the grading: the next request goes to a fresh child that imports
+        ``modules`` first (the others when a request names them), and what the submission prints
+        is collected anew. What timed out or crashed earlier (``skip``, ``hung``, ``failed_hard``)
+        is kept: a segment is graded the same whether the one before ran here or elsewhere."""
+        self._drop_child()
+        self._out.close()
+        self._out = _Output()
+        self.module_errors = {}
+        self.eager = list(modules)
+        self._segment_start = True
+
+    def export_memos(self) -> dict:
+        """What this session learned about the submission's hangs and crashes, as plain data for
+        another session of the same submission (``seed_memos``)."""
+        return {"skip": {m: dict(info) for m, info in self.skip.items()},
+                "hung": dict(self.hung),
+                "failed_hard": {key: (type(exc).__name__, exc.message, exc.type_name)
+                                for key, exc in self.failed_hard.items()}}
+
+    def seed_memos(self, memos: dict) -> None:
+        """Take what other sessions of this submission learned (``export_memos``), earlier first."""
+        for module, info in memos.get("skip", {}).items():
+            self.skip.setdefault(module, dict(info))
+        for key, message in memos.get("hung", {}).items():
+            self.hung.setdefault(key, message)
+        for key, (kind, message, type_name) in memos.get("failed_hard", {}).items():
+            cls = SubmissionTimeout if kind == "SubmissionTimeout" else SubmissionCrashed
+            self.failed_hard.setdefault(key, cls(message, type_name=type_name))
 
     def release(self, hid: int, generation: int) -> None:
         self._releases.append((hid, generation))  # sent with the next request
@@ -179,14 +212,16 @@ class Session:
         raise SubmissionCrashed("the submission's process could not be started")
 
     def _spawn(self) -> _Child:
-        if self.generation:
+        if self.generation and not self._segment_start:
             self._out.add(b"\n[the submission's process was restarted]\n")
+        self._segment_start = False
         nonce = secrets.token_hex(16)
         mine, theirs = socket.socketpair()
         out_r, out_w = os.pipe()
         try:
             job = self.sandbox.start_job({"nonce": nonce, "sources": self.sources, "skip": self.skip,
-                                          "limits": self.sandbox.limits}, [theirs.fileno(), out_w])
+                                          "eager": self.eager, "limits": self.sandbox.limits},
+                                         [theirs.fileno(), out_w])
         except BaseException:
             mine.close()
             os.close(out_r)

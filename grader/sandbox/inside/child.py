@@ -128,7 +128,8 @@ class CallbackStub:
 class ChildServer:
     """Serves one submission: imports its modules, then answers call requests until told to stop."""
 
-    def __init__(self, chan, nonce: str, sources: dict[str, str], skip: dict[str, dict]):
+    def __init__(self, chan, nonce: str, sources: dict[str, str], skip: dict[str, dict],
+                 eager: list[str] | None = None):
         from . import rpc
 
         self.rpc = rpc
@@ -138,6 +139,10 @@ class ChildServer:
                         if name.endswith(".py") and name[:-3].isidentifier()}
         self.student_files = {f"{SOURCE_DIR}/{name}.py" for name in self.sources}
         self.finder = SubmissionFinder(self.sources, skip, self._announce_import)
+        # The modules imported before "ready" (None: every exercise module). A grading segment's
+        # child imports only its tasks' modules (grader/grading/segments.py); another module of
+        # the submission is imported when a request first names it.
+        self.eager = set(EXERCISE_MODULES if eager is None else eager)
         self.modules: dict[str, object] = {}
         self.import_errors: dict[str, dict] = {}
         self.objects: dict[int, object] = {}
@@ -168,21 +173,26 @@ class ChildServer:
         sys.meta_path.insert(0, self.finder)
         self.send({"op": "hello", "pid": os.getpid()})
         for name in EXERCISE_MODULES:
-            if name not in self.sources or name in self.finder.skip:
-                continue
-            try:
-                self.modules[name] = importlib.import_module(f"{PACKAGE}.{name}")
-            except BaseException as exc:
-                info = describe_exception(exc, self.student_files)
-                info["message"] = f"{name}.py failed to import: {info['type']}: {info['message']}"[:MESSAGE_LIMIT]
-                info["import"] = True
-                self.import_errors[name] = info
-            _flush_std()
+            if name in self.eager:
+                self._import(name)
         self.send({"op": "ready", "modules": {n: self.import_errors.get(n) for n in self.sources
-                                              if n in EXERCISE_MODULES}})
+                                              if n in EXERCISE_MODULES and n in self.eager}})
         while True:
             header, tensors = self.recv()
             self.dispatch(header, tensors)
+
+    def _import(self, name: str) -> None:
+        """Import the submission's module ``name`` once (its failure is kept as an import error)."""
+        if name not in self.sources or name in self.finder.skip or name in self.modules or name in self.import_errors:
+            return
+        try:
+            self.modules[name] = importlib.import_module(f"{PACKAGE}.{name}")
+        except BaseException as exc:
+            info = describe_exception(exc, self.student_files)
+            info["message"] = f"{name}.py failed to import: {info['type']}: {info['message']}"[:MESSAGE_LIMIT]
+            info["import"] = True
+            self.import_errors[name] = info
+        _flush_std()
 
     def dispatch(self, header: dict, tensors: dict) -> None:
         op = header.get("op")
@@ -264,6 +274,8 @@ class ChildServer:
     def _root(self, target):
         if isinstance(target, dict) and "module" in target:
             name = target["module"]
+            if name in EXERCISE_MODULES and name not in self.eager:
+                self._import(name)  # a module outside this segment's tasks, named for the first time
             if name in self.modules:
                 return self.modules[name]
             raise _WorkerError(self.import_errors.get(name) or {
@@ -383,7 +395,7 @@ def child_main(job: dict, chan_fd: int, out_fd: int, job_dir: str) -> None:
     from .rpc import Channel
 
     ChildServer(Channel(socket.socket(fileno=chan_fd)), job["nonce"], job.get("sources") or {},
-                job.get("skip") or {}).serve()
+                job.get("skip") or {}, job.get("eager")).serve()
 
 
 def _open_fds() -> list[int]:

@@ -1,0 +1,140 @@
+"""A submission graded in segments on several workers (grader/grading/segments.py) gets exactly the
+grade it gets in one process: the same outcome, points, message and hint for every hidden test.
+
+The cohort grader splits the last submissions of a run into parts that run at once on the free
+workers (grader/course/pool.py), so which way a submission is graded depends on where it stands in
+the queue. Identical files must still get identical points.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bertlab.tasks import EXERCISE_MODULES, GRADED_TASKS
+from bertlab_grader.grading import segments
+
+KIT = Path(__file__).resolve().parents[1]
+HIDDEN = KIT / "tests" / "hidden"
+
+
+def test_every_task_is_in_one_segment_and_the_timing_comes_last():
+    tasks = [t for seg in segments.SEGMENTS for t in seg]
+    assert sorted(tasks) == sorted(GRADED_TASKS) and len(tasks) == len(set(tasks))
+    assert segments.SEGMENTS[segments.FINAL] == ("performance",)
+    assert segments.modules_of(segments.FINAL) == list(EXERCISE_MODULES)
+    # The segments run in the hidden suites' own order (tests/hidden/conftest.py sorts them so).
+    assert tasks == list(GRADED_TASKS)
+
+
+@pytest.mark.parametrize("task", [t for t in GRADED_TASKS if t != "performance"])
+def test_a_segment_calls_only_its_own_modules(task):
+    """What makes the parts independent: no hidden test of a segment before the last names a
+    submission module of another segment (a hang found there could not be known here)."""
+    source = (HIDDEN / f"test_hidden_{task}.py").read_text(encoding="utf-8")
+    named = set(re.findall(r"\bimpl\.(\w+)", source)) & set(EXERCISE_MODULES)
+    own = set(segments.modules_of(segments.segment_of(task)))
+    assert named, f"test_hidden_{task}.py names no module of the submission: the scan is out of date"
+    assert named <= own, (f"test_hidden_{task}.py calls {sorted(named - own)}, outside its segment's modules "
+                          f"{sorted(own)}: put those tasks in one segment (grader/grading/segments.py)")
+
+
+def test_the_final_part_takes_every_earlier_segment_in_order():
+    done = {i: {"result": {"tests": [{"name": f"t{i}", "task": segments.SEGMENTS[i][0]}]},
+                "memos": {"skip": {}, "hung": {("k",): f"from {i}", (f"k{i}",): "own"}, "failed_hard": {}}}
+            for i in reversed(range(segments.FINAL))}
+    part = segments.final_part(done)
+    assert [t["name"] for t in part["earlier_tests"]] == ["t0", "t1", "t2"]
+    assert part["seed"]["hung"][("k",)] == "from 0", "the earliest segment's memo wins, as in one process"
+    assert {("k0",), ("k1",), ("k2",)} <= set(part["seed"]["hung"])
+    assert part["hints"] and part["tasks"] == ["performance"]
+    with pytest.raises(ValueError, match="not graded yet"):
+        segments.final_part({0: done[0]})
+
+
+# ---------------------------------------------------------------------------------------------------
+# Both ways, on submissions that hang, crash, print, hoard memory or make known mistakes
+
+CASES = {
+    "solutions": KIT / "solutions",
+    "erin": KIT / "grader" / "commands" / "demo_cohort" / "erin",
+    "wrong_sbert_detach": KIT / "tests" / "outside_bank" / "wrong_sbert_detach",
+    "wrong_pool_last_token": KIT / "tests" / "outside_bank" / "wrong_pool_last_token",
+    "hostile_search_valueerror": KIT / "tests" / "outside_bank" / "hostile_search_valueerror",
+    "exit_in_call": KIT / "tests" / "redteam_submissions" / "exit_in_call",
+    "exit_at_import": KIT / "tests" / "redteam_submissions" / "exit_at_import",
+    "flood": KIT / "tests" / "redteam_submissions" / "flood",
+}
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):
+    from bertlab_grader.sandbox import launcher
+    from bertlab_grader.sandbox.launcher import Sandbox
+    from bertlab_grader.grading.scoring import warm_up
+
+    if launcher._find_bwrap() is None:
+        pytest.skip("bubblewrap (bwrap) is not installed: grading needs the real sandbox")
+    # A 3 s limit instead of 20 s: the hangs cost less, and both ways of grading share it.
+    sb = Sandbox(kit_root=KIT, hide=[], timeout_s=3.0)
+    warm_up()
+    yield sb
+    sb.close()
+
+
+def _sources(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py"))}
+
+
+def _in_parts(sandbox, sources: dict) -> dict:
+    """The way the pool grades a split submission: the first parts (in any order: here the last
+    first, to show order does not matter), each in a session of its own, then the final part."""
+    from bertlab_grader.grading.scoring import grade_part
+
+    done = {}
+    for part in reversed(segments.split_parts()):
+        done[part["segment"]] = grade_part(sandbox, sources, "student", "week7", part)
+    return grade_part(sandbox, sources, "student", "week7", segments.final_part(done))["result"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
+def test_graded_in_parts_exactly_as_in_one_process(sandbox, tmp_path, name):
+    from bertlab_grader.grading.scoring import grade_sources
+    from bertlab_grader.performance import record as timing_record
+
+    sources = _sources(CASES[name])
+    assert sources, f"{CASES[name]} holds no .py file"
+    # One timing record for both: the second grading reuses the first one's measurement (as copies
+    # of one submission do in a course), so the performance task compares too.
+    record = timing_record.TimingRecord(tmp_path / "timings.json", timing_record.protocol_digest())
+    with timing_record.use(record, sources):
+        whole = grade_sources(sandbox, sources, "student", "week7")
+        parts = _in_parts(sandbox, sources)
+    assert [t["name"] for t in parts["tests"]] == [t["name"] for t in whole["tests"]], "the same tests, in order"
+    for a, b in zip(whole["tests"], parts["tests"]):
+        assert a == b, f"{name}: {a['name']} graded in one process:\n  {a}\nin parts:\n  {b}"
+    assert (parts["score"], parts["max_score"]) == (whole["score"], whole["max_score"])
+
+
+def test_the_pool_splits_only_the_last_submissions_and_only_with_free_workers():
+    """When fewer whole submissions wait than there are workers, the next one is handed out in parts
+    (grader/course/pool.py ``_take``); a retried job and a pool of one worker are never split."""
+    from types import SimpleNamespace
+
+    from bertlab_grader.course.pool import _Job, _take
+
+    def handed(n_submissions: int, workers: int, attempt: int = 1) -> list[str]:
+        queue = [_Job(SimpleNamespace(student=f"s{i}"), attempt) for i in range(n_submissions)]
+        splits, out = {}, []
+        while queue:
+            job = _take(queue, splits, workers)
+            out.append(job.submission.student + ("" if job.part is None else f"/{job.part['segment']}"))
+        return out
+
+    assert handed(4, 2) == ["s0", "s1", "s2", "s3/0", "s3/1", "s3/2"]
+    assert handed(4, 3) == ["s0", "s1", "s2/0", "s2/1", "s2/2", "s3/0", "s3/1", "s3/2"]
+    assert handed(3, 1) == ["s0", "s1", "s2"]
+    assert handed(2, 2, attempt=2) == ["s0", "s1"]
