@@ -66,7 +66,9 @@ def honest_student_afterwards(request):
 
 
 def sandbox_processes(sandbox) -> list[str]:
-    """Live processes inside the sandbox (below bwrap's two processes), by command name."""
+    """Live processes inside the sandbox (below bwrap's two processes), by command name. A process
+    already inside exit() (the kernel's PF_EXITING flag) is not live: it runs nothing of its own
+    again, and the template does not wait the milliseconds its memory takes to free."""
     parents, names = {}, {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -74,7 +76,7 @@ def sandbox_processes(sandbox) -> list[str]:
         except OSError:
             continue
         name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        if rest[0] != "Z":
+        if rest[0] != "Z" and not int(rest[6]) & 0x4:
             parents.setdefault(int(rest[1]), []).append(int(entry))
             names[int(entry)] = name
     found, stack = [], [sandbox._proc.pid]

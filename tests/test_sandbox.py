@@ -521,7 +521,12 @@ def test_fallback_without_bubblewrap_warns_and_still_works(sandboxes):
                      "        time.sleep(600)\n    return os.getpid()\n"}
     with fallback.session(src) as impl:  # without a pid namespace, leftovers are found by ancestry
         pid = impl.cka.spawn()
-    assert not Path(f"/proc/{pid}").exists()
+    # Killed when the session ends; the template reaps it as soon as the kernel has freed its memory
+    # (it does not wait for that: a process inside exit() runs nothing of its own again).
+    deadline = time.monotonic() + 2.0
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not Path(f"/proc/{pid}").exists(), "a process the submission started outlived its session"
 
 
 def test_the_template_preloads_every_named_model_the_hidden_suites_use():
