@@ -119,22 +119,65 @@ def test_graded_in_parts_exactly_as_in_one_process(sandbox, tmp_path, name):
     assert (parts["score"], parts["max_score"]) == (whole["score"], whole["max_score"])
 
 
-def test_the_pool_splits_only_the_last_submissions_and_only_with_free_workers():
-    """When fewer whole submissions wait than there are workers, the next one is handed out in parts
-    (grader/course/pool.py ``_take``); a retried job and a pool of one worker are never split."""
+def _schedule(n_submissions: int, workers: int):
     from types import SimpleNamespace
 
-    from bertlab_grader.course.pool import _Job, _take
+    from bertlab_grader.course.pool import _Schedule
 
-    def handed(n_submissions: int, workers: int, attempt: int = 1) -> list[str]:
-        queue = [_Job(SimpleNamespace(student=f"s{i}"), attempt) for i in range(n_submissions)]
-        splits, out = {}, []
-        while queue:
-            job = _take(queue, splits, workers)
-            out.append(job.submission.student + ("" if job.part is None else f"/{job.part['segment']}"))
+    return _Schedule([SimpleNamespace(student=f"s{i}") for i in range(n_submissions)], workers)
+
+
+def _name(job) -> str:
+    return job.submission.student + ("" if job.part is None else f"/{job.part['segment']}")
+
+
+def _part_payload(job) -> dict:
+    """What a worker sends back for a part (a stand-in for grade_part's)."""
+    return {"result": {"tests": [{"name": f"t{job.part['segment']}", "task": job.part["tasks"][0]}]},
+            "memos": {"skip": {}, "hung": {}, "failed_hard": {}}}
+
+
+def test_the_pool_splits_only_the_last_submissions_and_only_with_free_workers():
+    """When fewer whole submissions wait than there are workers, the next one is handed out in parts
+    (grader/course/pool.py ``_Schedule``); a pool of one worker never splits."""
+    def handed(n_submissions: int, workers: int) -> list[str]:
+        schedule, out = _schedule(n_submissions, workers), []
+        while schedule:
+            out.append(_name(schedule.take()))
         return out
 
     assert handed(4, 2) == ["s0", "s1", "s2", "s3/0", "s3/1", "s3/2"]
     assert handed(4, 3) == ["s0", "s1", "s2/0", "s2/1", "s2/2", "s3/0", "s3/1", "s3/2"]
     assert handed(3, 1) == ["s0", "s1", "s2"]
-    assert handed(2, 2, attempt=2) == ["s0", "s1"]
+
+
+def test_a_split_submission_is_reported_once_with_its_final_part_result():
+    schedule = _schedule(1, 2)
+    parts = [schedule.take() for _ in range(3)]
+    assert not schedule, "only the first three parts are handed out at first"
+    for job in (parts[2], parts[0]):
+        assert schedule.finished(job, "part", _part_payload(job)) is None
+    assert not schedule
+    assert schedule.finished(parts[1], "part", _part_payload(parts[1])) is None
+    final = schedule.take()
+    assert _name(final) == "s0/3" and [t["name"] for t in final.part["earlier_tests"]] == ["t0", "t1", "t2"]
+    whole = {"tests": ["all"], "score": 1.0}
+    assert schedule.finished(final, "part", {"result": whole, "memos": {}}) == (final.submission, whole, None)
+    assert not schedule and not schedule.done
+
+
+def test_a_failed_part_fails_its_submission_once_and_drops_the_rest():
+    """A grader failure in one part: the submission is reported not graded, once; its queued parts
+    are not handed out, a part still running elsewhere is ignored when it ends, and a retry of one
+    is not queued. Other submissions go on."""
+    schedule = _schedule(3, 2)
+    assert [_name(schedule.take()) for _ in range(2)] == ["s0", "s1"]
+    part0 = schedule.take()
+    part1 = schedule.take()
+    assert (_name(part0), _name(part1)) == ("s2/0", "s2/1")
+    submission, result, why = schedule.finished(part0, "grader_failure", "GraderFailure: the sandbox died")
+    assert (submission.student, result, why) == ("s2", None, "GraderFailure: the sandbox died")
+    assert not schedule, "s2's queued part 2 is dropped"
+    assert schedule.finished(part1, "part", _part_payload(part1)) is None
+    schedule.retry(part1)
+    assert not schedule

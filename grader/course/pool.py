@@ -199,67 +199,80 @@ class _Job:
         return _Job(self.submission, self.attempt + 1, self.part)
 
 
-class _Split:
-    """A submission graded in parts on several workers: what its parts have given so far."""
+class _Schedule:
+    """What the pool has left to hand out, and what its finished jobs mean (no processes here).
 
-    def __init__(self):
-        self.done: dict[int, dict] = {}   # segment -> {"result", "memos"}
-        self.failed = False               # a part failed (the grader's): the rest is dropped
+    Near the end of a run, when fewer whole submissions wait than there are workers, the next one is
+    split into parts (grader/grading/segments.py) that run at once on the free workers: one slow
+    submission (a hang, then another) then no longer leaves the other workers idle at the end. Its
+    last part is queued first once the others are done, and only its result counts as the
+    submission's; a part that fails fails the whole submission, once.
+    """
 
+    def __init__(self, submissions, workers: int):
+        self.queue: list[_Job] = [_Job(s) for s in submissions]
+        self.workers = workers
+        self.done: dict[str, dict[int, dict]] = {}  # split submission -> {segment: {"result", "memos"}}
+        self.failed: set[str] = set()                # split submissions whose failure was reported
 
-def _take(queue: list[_Job], splits: dict, workers: int) -> _Job:
-    """The next job. Near the end of the run, when fewer whole submissions wait than there are
-    workers, the next one is split into parts that run at once on the free workers: one slow
-    submission (a hang, then another) then no longer leaves the other workers idle at the end."""
-    job = queue.pop(0)
-    whole_left = sum(1 for j in queue if j.part is None) + 1
-    if job.part is None and job.attempt == 1 and workers > 1 and whole_left < workers:
-        from bertlab_grader.grading.segments import split_parts
+    def __bool__(self) -> bool:
+        return bool(self.queue)
 
-        splits[job.submission.student] = _Split()
-        parts = [_Job(job.submission, 1, part) for part in split_parts()]
-        queue[:0] = parts[1:]
-        return parts[0]
-    return job
+    def take(self) -> _Job:
+        """The next job to hand out (the queue must not be empty)."""
+        job = self.queue.pop(0)
+        whole_left = sum(1 for j in self.queue if j.part is None) + 1
+        if job.part is None and job.attempt == 1 and self.workers > 1 and whole_left < self.workers:
+            from bertlab_grader.grading.segments import split_parts
+
+            self.done[job.submission.student] = {}
+            parts = [_Job(job.submission, 1, part) for part in split_parts()]
+            self.queue[:0] = parts[1:]
+            return parts[0]
+        return job
+
+    def retry(self, job: _Job) -> None:
+        """Hand ``job`` out again, first (its worker died)."""
+        if job.submission.student not in self.failed:
+            self.queue.insert(0, job.again())
+
+    def finished(self, job: _Job, kind: str, payload):
+        """What a finished ``job`` means: (submission, result, None) or (submission, None, grader
+        failure cause) to report, or None while a split submission is not done."""
+        from bertlab_grader.grading.segments import FINAL, final_part
+
+        student = job.submission.student
+        if job.part is None:
+            return (job.submission, payload, None) if kind == "result" else (job.submission, None, payload)
+        if student in self.failed:
+            return None  # its failure was reported already
+        if kind != "part":
+            self.failed.add(student)
+            self.done.pop(student, None)
+            self.queue[:] = [j for j in self.queue if j.submission.student != student]
+            return job.submission, None, payload
+        if job.part["segment"] == FINAL:
+            del self.done[student]
+            return job.submission, payload["result"], None
+        self.done[student][job.part["segment"]] = payload
+        if len(self.done[student]) == FINAL:
+            self.queue.insert(0, _Job(job.submission, 1, final_part(self.done[student])))
+        return None
 
 
 def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment: str, unsafe_no_sandbox: bool):
     """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
     workers of ``pool`` finish; a worker that dies is replaced and its job tried once more.
-    The last submissions are graded in parts on several workers at once (``_take``).
+    The last submissions are graded in parts on several workers at once (``_Schedule``).
     Raises RunStopped when a worker cannot start or fails its preflight. The workers are stopped at
     the end."""
     ctx = _context()
-    queue = [_Job(s) for s in submissions]
-    splits: dict[str, _Split] = {}
-
-    def finished(w: _Worker, kind: str, payload):
-        """What the job ``w`` just finished means: a (submission, result, failure) to yield, or None."""
-        from bertlab_grader.grading.segments import FINAL, final_part
-
-        job = w.job
-        split = splits.get(job.submission.student) if job.part is not None else None
-        if split is None:
-            return (job.submission, payload, None) if kind == "result" else (job.submission, None, payload)
-        if split.failed:
-            return None  # its failure was yielded already
-        if kind != "part":
-            split.failed = True
-            queue[:] = [j for j in queue if j.submission is not job.submission]
-            return job.submission, None, payload
-        if job.part["segment"] == FINAL:
-            del splits[job.submission.student]
-            return job.submission, payload["result"], None
-        split.done[job.part["segment"]] = payload
-        if len(split.done) == FINAL:
-            queue.insert(0, _Job(job.submission, 1, final_part(split.done)))
-        return None
-
+    schedule = _Schedule(submissions, len(pool))
     try:
-        while queue or any(w.job for w in pool):
+        while schedule or any(w.job for w in pool):
             for w in pool:
-                if w.ready and w.job is None and queue:
-                    w.give(_take(queue, splits, len(pool)))
+                if w.ready and w.job is None and schedule:
+                    w.give(schedule.take())
             ready = wait([w.conn for w in pool] + [w.process.sentinel for w in pool], timeout=1.0)
             for i, w in enumerate(list(pool)):
                 died = w.process.sentinel in ready and not w.conn.poll()
@@ -279,10 +292,10 @@ def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment:
                                 raise RunStopped(explain(payload))
                             w.ready = True
                         else:
-                            outcome = finished(w, kind, payload)
+                            outcome = schedule.finished(w.job, kind, payload)
                             w.job = None
-                            if queue:  # the next job first: the worker grades while we record this one
-                                w.give(_take(queue, splits, len(pool)))
+                            if schedule:  # the next job first: the worker grades while we record this one
+                                w.give(schedule.take())
                             if outcome is not None:
                                 yield outcome
                 if died or overdue:
@@ -292,9 +305,9 @@ def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment:
                                "(BERTLAB_SUBMISSION_DEADLINE_S)" if overdue
                                else "the grader worker stopped unexpectedly")
                         if job.attempt < MAX_ATTEMPTS and not overdue:
-                            queue.insert(0, job.again())
+                            schedule.retry(job)
                         else:
-                            outcome = finished(w, "grader_failure", why)
+                            outcome = schedule.finished(job, "grader_failure", why)
                             if outcome is not None:
                                 yield outcome
                     elif not w.ready:
