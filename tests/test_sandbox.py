@@ -517,16 +517,21 @@ def test_fallback_without_bubblewrap_warns_and_still_works(sandboxes):
     X, Y = torch.randn(6, 3), torch.randn(6, 2)
     with fallback.session(sources("correct")) as impl:
         assert impl.cka.linear_cka(X, Y) == pytest.approx(reference_cka(X, Y))
-    src = {"cka.py": "import os, time\ndef spawn():\n    if os.fork() == 0:\n        os.setsid()\n"
-                     "        time.sleep(600)\n    return os.getpid()\n"}
+    src = {"cka.py": "import os, time\ndef spawn():\n    pid = os.fork()\n    if pid == 0:\n        os.setsid()\n"
+                     "        time.sleep(600)\n        os._exit(0)\n    return os.getpid(), pid\n"}
+    template, generation = fallback._proc.pid, fallback.generation
     with fallback.session(src) as impl:  # without a pid namespace, leftovers are found by ancestry
-        pid = impl.cka.spawn()
-    # Killed when the session ends; the template reaps it as soon as the kernel has freed its memory
-    # (it does not wait for that: a process inside exit() runs nothing of its own again).
+        child, grandchild = impl.cka.spawn()
+    # Both killed when the session ends (the grandchild left the child's session, so only ancestry
+    # finds it); the template reaps them as soon as the kernel has freed their memory (it does not
+    # wait for that: a process inside exit() runs nothing of its own again).
     deadline = time.monotonic() + 2.0
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while any(Path(f"/proc/{p}").exists() for p in (child, grandchild)) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not Path(f"/proc/{pid}").exists(), "a process the submission started outlived its session"
+    assert not Path(f"/proc/{grandchild}").exists(), "a process the submission started outlived its session"
+    assert not Path(f"/proc/{child}").exists(), "the submission's process outlived its session"
+    assert (fallback._proc.pid, fallback.generation) == (template, generation), \
+        "ending the job restarted the template (and so orphaned what the job left)"
 
 
 def test_the_template_preloads_every_named_model_the_hidden_suites_use():

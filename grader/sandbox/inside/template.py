@@ -206,7 +206,7 @@ def _others(table: dict[int, tuple[int, str]], isolated: bool) -> set[int]:
     if isolated:
         return {p for p in table if p not in (1, me)}
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
+    for pid, (ppid, *_) in table.items():
         children.setdefault(ppid, []).append(pid)
     found, stack = set(), list(children.get(me, ()))
     while stack:
