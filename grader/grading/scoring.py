@@ -268,9 +268,10 @@ class _Recorder:
             # on a worker of its own.
             from bertlab_grader.grading.segments import modules_of, segment_of
 
-            if segment_of(task) != self.segment:
-                self.segment = segment_of(task)
-                self.impl.start_segment(modules_of(self.segment))
+            segment = segment_of(task)
+            if segment != self.segment:
+                self.segment = segment
+                self.impl.start_segment(modules_of(segment))
         if self.timeouts.get(task, 0) >= TIMEOUTS_PER_TASK:
             from bertlab_grader.sandbox.remote import SubmissionTimeout
 

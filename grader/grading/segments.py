@@ -30,16 +30,13 @@ grader/course/pool.py), so that one slow submission at the end does not leave th
 
 from __future__ import annotations
 
-from bertlab.tasks import EXERCISE_MODULES, EXERCISES, GRADED_TASKS, PERFORMANCE
+from bertlab.tasks import EXERCISE_MODULES, GRADED_TASKS, PERFORMANCE, exercise
 
 SEGMENTS: tuple[tuple[str, ...], ...] = (("cka",), ("pooling", "siamese"), ("retrieval",), (PERFORMANCE,))
 FINAL = len(SEGMENTS) - 1  # the performance segment: last, after every other; the hints run in it
 
 assert sorted(t for seg in SEGMENTS for t in seg) == sorted(GRADED_TASKS), "every graded task in one segment"
 assert SEGMENTS[FINAL] == (PERFORMANCE,)
-
-_MODULE_OF_TASK = {e.name: e.module for e in EXERCISES}
-
 
 def segment_of(task: str) -> int:
     """The index in SEGMENTS of the segment that grades ``task``."""
@@ -53,7 +50,7 @@ def modules_of(segment: int) -> list[str]:
     """The submission's modules that a segment's process imports before its first test."""
     if segment == FINAL:
         return list(EXERCISE_MODULES)  # the timing calls into all of them, and so do the hints
-    return [_MODULE_OF_TASK[task] for task in SEGMENTS[segment]]
+    return [exercise(task).module for task in SEGMENTS[segment]]
 
 
 def merge_memos(memos: list[dict]) -> dict:

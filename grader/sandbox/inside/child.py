@@ -176,7 +176,7 @@ class ChildServer:
             if name in self.eager:
                 self._import(name)
         self.send({"op": "ready", "modules": {n: self.import_errors.get(n) for n in self.sources
-                                              if n in EXERCISE_MODULES and n in self.eager}})
+                                              if n in self.eager}})
         while True:
             header, tensors = self.recv()
             self.dispatch(header, tensors)
