@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     from bertlab.implementations import load_implementation
     from bertlab_grader.course.nbgrader_course import read_submission_sources
     from bertlab_grader.core.locations import reference_sources
-    from bertlab_grader.performance.timing import compare_speed, reference_call, student_call
+    from bertlab_grader.performance.timing import TimedInputs, compare_speed, reference_call, student_call
     from bertlab_grader.sandbox import Sandbox
     from bertlab_grader.grading.scoring import warm_up
 
@@ -47,16 +47,20 @@ def main(argv=None) -> int:
     try:
         warm_up()
         for rows in args.rows:
-            g = torch.Generator().manual_seed(501)
-            hidden = torch.randn(rows, 16, 128, generator=g)
-            mask = (torch.arange(16)[None, :] < torch.randint(1, 17, (rows, 1), generator=g)).long()
+            def draw(n, rows=rows):  # inputs of their own for every call, as in the hidden test
+                g = torch.Generator().manual_seed(501 + 1000 * n)
+                hidden = torch.randn(rows, 16, 128, generator=g)
+                mask = (torch.arange(16)[None, :] < torch.randint(1, 17, (rows, 1), generator=g)).long()
+                return (hidden, mask), {}
+
             for name, sources in submissions.items():
                 ratios, reference_ms = [], []
                 for _ in range(args.sessions):
                     with sandbox.session(dict(sources)) as impl:
+                        inputs = TimedInputs(draw)
                         timing, _, _ = compare_speed(
-                            student_call(impl, impl.pooling.masked_mean_pool, hidden, mask),
-                            reference_call(impl, reference.pooling.masked_mean_pool, hidden, mask))
+                            student_call(impl, impl.pooling.masked_mean_pool, inputs),
+                            reference_call(impl, reference.pooling.masked_mean_pool, inputs))
                     ratios.append(timing.ratio)
                     reference_ms.append(1e3 * min(timing.reference))
                 print(f"rows {rows:5d}  {name:16s} ratio {min(ratios):.2f}-{max(ratios):.2f} "

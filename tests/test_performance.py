@@ -105,23 +105,71 @@ def test_every_call_of_a_side_gets_new_inputs_and_a_pair_shares_them(machine):
     assert machine.variants[-1][1] == machine.variants[-2][1], "the last pair on different inputs"
 
 
-def test_an_input_variant_scales_floats_and_keeps_masks_and_shapes():
+class PreparedSide:
+    """A side of a timing with inputs to prepare (as ``student_call``'s): logs ("prepare" | "call",
+    who, variant, the fake clock's reading) and checks that a call finds its variant prepared."""
+
+    def __init__(self, machine, who: str, log: list):
+        self.run, self.who, self.log, self.machine = machine.call(1.0, who), who, log, machine
+        self.prepared = None
+
+    def prepare(self, variant: int) -> None:
+        self.log.append(("prepare", self.who, variant, self.machine.now))
+        self.prepared = variant
+
+    def __call__(self, variant: int):
+        assert self.prepared == variant, f"{self.who} called on variant {variant} before it was prepared"
+        self.log.append(("call", self.who, variant, self.machine.now))
+        return self.run(variant)
+
+
+def test_both_calls_of_a_pair_are_prepared_before_the_pair_is_timed(machine):
+    """A call's inputs are drawn and sent into the sandbox (``prepare``) outside the time of every
+    call: both sides of a pair are prepared before its first call, and the last results' variant is
+    reported (the right answer is checked against those inputs)."""
+    log: list = []
+    timing, got, want = performance.compare_speed(PreparedSide(machine, "s", log), PreparedSide(machine, "r", log))
+    assert (got, want) == ("s", "r") and timing.variant == log[-1][2] == log[-2][2]
+    for index, (what, who, variant, _) in enumerate(log):
+        if what == "call":
+            before = {(w, v) for kind, w, v, _ in log[:index] if kind == "prepare"}
+            assert {("s", variant), ("r", variant)} <= before, (who, variant)
+            # Nothing is prepared between the two calls of a pair (inside the other call's timing).
+            later = [entry for entry in log[index + 1:] if entry[2] == variant]
+            assert all(kind == "call" for kind, *_ in later), (who, variant, later)
+
+
+def test_timed_inputs_draw_each_variant_once_and_hold_one():
+    import torch
+
+    drawn = []
+
+    def draw(n):
+        drawn.append(n)
+        g = torch.Generator().manual_seed(1000 + n)
+        return (torch.randn(4, 3, generator=g), torch.ones(4, dtype=torch.long)), {"top_k": 2}
+
+    inputs = performance.TimedInputs(draw)
+    first = inputs.get(0)
+    assert inputs.get(0) is first and drawn == [0], "one draw for both sides of a call"
+    (x0, _), kwargs = first
+    (x1, mask), _ = inputs.get(1)
+    assert kwargs == {"top_k": 2} and x1.shape == x0.shape and mask.dtype == torch.long
+    # Independent values: not the same up to a scale (the first value over the first non-zero one).
+    assert not torch.allclose(x1 / x1.flatten()[0], x0 / x0.flatten()[0])
+    assert inputs.variant == 1 and drawn == [0, 1]
+
+
+def test_a_stash_is_a_fresh_copy_of_what_was_sent():
     import numpy as np
     import torch
 
-    from bertlab_grader.sandbox.inside.copies import fresh_copy, variant_scale
+    from bertlab_grader.sandbox.inside.copies import fresh_copy
 
     hidden, mask = torch.randn(3, 4, 5), torch.tensor([[1, 1, 0, 0]] * 3)
-    base = fresh_copy((hidden, mask, np.ones(2, dtype=np.float32), 7), 0)
-    assert torch.equal(base[0], hidden) and base[0] is not hidden
-    seen = {hidden.numpy().tobytes()}
-    for n in range(1, 70):
-        h, m, a, k = fresh_copy((hidden, mask, np.ones(2, dtype=np.float32), 7), n)
-        assert h.shape == hidden.shape and h.dtype == hidden.dtype and torch.equal(m, mask) and k == 7
-        assert torch.allclose(h, hidden * variant_scale(n)) and a.dtype == np.float32 and a[0] == variant_scale(n)
-        seen.add(h.numpy().tobytes())
-    assert len(seen) == 70, "two variants with the same bytes"
-    assert torch.equal(fresh_copy(torch.tensor([True, False]), 5), torch.tensor([True, False]))
+    h, m, a, k = fresh_copy((hidden, mask, np.ones(2, dtype=np.float32), 7))
+    assert torch.equal(h, hidden) and h is not hidden and torch.equal(m, mask) and m is not mask
+    assert a.dtype == np.float32 and k == 7
 
 
 def test_a_very_slow_submission_is_not_timed_further(machine):
@@ -255,12 +303,22 @@ def test_bertlab_grade_retime_reaches_the_runner(monkeypatch, tmp_path):
 # For real, in the sandbox: speed points for the code's own speed only
 
 
+# (memo variant, its memo-free twin, the timing test of the function it remembers): the bank's memos.
+_MEMOS = (("var_pool_loop_memo", "var_pool_loop", "test_masked_mean_pool_speed"),
+          ("var_pool_loop_scale_memo", "var_pool_loop", "test_masked_mean_pool_speed"),
+          ("var_cka_gram_scale_memo", "var_cka_gram", "test_linear_cka_speed"),
+          ("var_ret_loop_scale_memo", "var_ret_loop", "test_semantic_search_speed"))
+
+
 @pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed")
 def test_answers_remembered_by_their_inputs_earn_no_speed_points():
-    """The bank's var_pool_loop_memo is var_pool_loop (a Python loop over the batch) that keeps every
-    answer by the bytes of its inputs. Were the timed calls given the same inputs again, it would
-    answer from memory and measure far faster than the loop; each timed call gets inputs no earlier
-    call saw, so it measures as the loop does (or a little slower: it hashes) and earns no more."""
+    """Each memo variant of the bank is a slow but correct twin (a Python loop over the batch or the
+    queries, CKA's n x n Gram form) that keeps every answer, by the bytes of its inputs
+    (var_pool_loop_memo) or by a key blind to a positive scale (the ``*_scale_memo`` variants: the
+    first values over the first non-zero one; a rescaled mean is rescaled). Were the timed calls
+    given the same inputs again, or the same times a factor, they would answer from memory and
+    measure far faster than their twin; each timed call gets an independent draw of its inputs, so
+    each measures as its twin does (or a little slower: it computes its key) and earns no more."""
     from bertlab_grader.core.locations import KIT_ROOT
     from bertlab_grader.course.nbgrader_course import read_submission_sources
     from bertlab_grader.grading.scoring import grade_sources
@@ -271,14 +329,16 @@ def test_answers_remembered_by_their_inputs_earn_no_speed_points():
     sandbox = Sandbox(kit_root=KIT_ROOT)
     try:
         speed = {}
-        for name in ("var_pool_loop", "var_pool_loop_memo"):
+        for name in sorted({name for memo, twin, _ in _MEMOS for name in (memo, twin)}):
             result = grade_sources(sandbox, read_submission_sources(entries[name].path), name, "week7",
                                    tasks=("performance",), hints=False)
-            (test,) = [t for t in result["tests"] if t["name"] == "test_masked_mean_pool_speed"]
-            speed[name] = test
+            speed[name] = {t["name"]: t for t in result["tests"]}
     finally:
         sandbox.close()
-    loop, memo = speed["var_pool_loop"], speed["var_pool_loop_memo"]
-    assert memo["points"] <= loop["points"], (memo, loop)
-    # The noise between two measurements of one code is about 15%; a remembered answer is 10x faster.
-    assert memo["ratio"] >= 0.75 * loop["ratio"], (memo["ratio"], loop["ratio"])
+    figures = {memo: (speed[memo][test]["points"], speed[memo][test]["ratio"],
+                      speed[twin][test]["points"], speed[twin][test]["ratio"]) for memo, twin, test in _MEMOS}
+    print("memo: (points, ratio) with the memo, then (points, ratio) of its twin:", figures)
+    for memo, (points, ratio, twin_points, twin_ratio) in figures.items():
+        assert points <= twin_points, (memo, figures[memo])
+        # The noise between two measurements of one code is about 15%; a remembered answer is 10x faster.
+        assert ratio >= 0.75 * twin_ratio, (memo, figures[memo])

@@ -253,6 +253,13 @@ def test_stashed_arguments_are_sent_once_and_copied_for_each_call(sb):
         assert torch.equal(x, torch.ones(3, 4))
         assert session.request(impl.cka.same_object_as_last_time, "call", (stashed,), watch=False) is False
         assert session.request(impl.cka.same_object_as_last_time, "call", (stashed,), watch=False) is False
+        # A stash that replaces another drops it there (the performance task's next call's inputs).
+        replacement = session.stash(torch.ones(2, 2), replaces=(stashed,))
+        assert replacement.sid != stashed.sid
+        assert session.request(impl.cka.scale_in_place, "call", (replacement,), watch=False) == 8.0
+        with pytest.raises(StudentError, match="does not exist"):
+            session.request(impl.cka.scale_in_place, "call", (stashed,), watch=False)
+        stashed = session.stash(x)
         with pytest.raises(SubmissionTimeout):
             impl.cka.hang()
         with pytest.raises(TypeError, match="stashed in an earlier run"):

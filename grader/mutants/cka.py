@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from bertlab_grader.mutants.fingerprint import Record, gen, normalise, outcome
-from bertlab_grader.mutants.recipe import Mutant, Variant
+from bertlab_grader.mutants.recipe import SCALE_FREE_KEY, Mutant, Variant
 
 MUTANTS = (
     Mutant("cka_no_centering", "cka", "cka.py",
@@ -92,6 +92,26 @@ _CKA_GRAM = '''def linear_cka(X: Matrix, Y: Matrix) -> float:
     Kx, Ky = Xc @ Xc.T, Yc @ Yc.T
     value = float((Kx * Ky).sum() / (torch.linalg.norm(Kx) * torch.linalg.norm(Ky)))
     return min(max(value, 0.0), 1.0)
+'''
+
+# The Gram form above (about 3x the reference's time on the timed input: half points), answering
+# from memory when the inputs come again times a positive factor (CKA ignores a scale): a key blind
+# to scale (recipe.SCALE_FREE_KEY). It earned full points while timed call n got the same inputs
+# times 1 + n/128; every timed call now gets an independent draw (tests/test_performance.py).
+_CKA_GRAM_SCALE_MEMO = _CKA_GRAM.replace("def linear_cka(", "def _cka_by_gram(", 1) + SCALE_FREE_KEY + \
+    '''
+
+_ANSWERS = {}  # scale-free key of X [n, d1] and Y [n, d2] -> their CKA
+
+
+def linear_cka(X: Matrix, Y: Matrix) -> float:
+    """The Gram form's CKA, remembered up to scale (CKA(aX, bY) = CKA(X, Y) for a, b > 0)."""
+    if not isinstance(X, torch.Tensor) or not isinstance(Y, torch.Tensor):
+        return _cka_by_gram(X, Y)
+    key, _ = _scale_free_key(X, Y)
+    if key not in _ANSWERS:
+        _ANSWERS[key] = _cka_by_gram(X, Y)
+    return _ANSWERS[key]
 '''
 
 _CKA_NUMPY = '''def linear_cka(X: Matrix, Y: Matrix) -> float:
@@ -204,6 +224,9 @@ VARIANTS = (
             "linear_cka and cka_matrix exactly as their docstrings say: the formula in float64, no clamp, "
             "every [i, j] of the matrix computed separately",
             {"linear_cka": _CKA_LITERAL, "cka_matrix": _CKA_MATRIX_LITERAL}),
+    Variant("var_cka_gram_scale_memo", "cka", "cka.py",
+            "linear_cka in the n x n Gram form, answering from memory when the inputs come again times a positive factor",
+            {"linear_cka": _CKA_GRAM_SCALE_MEMO}),
 )
 
 

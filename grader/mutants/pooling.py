@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from bertlab_grader.mutants.fingerprint import Record, gen, normalise, outcome
-from bertlab_grader.mutants.recipe import Mutant, Variant
+from bertlab_grader.mutants.recipe import SCALE_FREE_KEY, Mutant, Variant
 
 MUTANTS = (
     Mutant("pool_divide_by_length", "pooling", "pooling.py",
@@ -114,7 +114,7 @@ _POOL_LOOP = '''def masked_mean_pool(
 
 # The Python loop above, answering from memory when the exact same inputs come again (their bytes):
 # correct, and as fast as the loop on inputs it has not seen. Timed calls never repeat their inputs
-# (grader/performance/timing.py), so the memory earns no speed points (tests/test_grading_trust.py).
+# (grader/performance/timing.py), so the memory earns no speed points (tests/test_performance.py).
 _POOL_LOOP_MEMO = _POOL_LOOP.replace("def masked_mean_pool(", "def _pool_by_loop(", 1) + \
     '''
 
@@ -139,6 +139,32 @@ def masked_mean_pool(
     if key not in _ANSWERS:
         _ANSWERS[key] = _pool_by_loop(hidden_states, attention_mask)
     return _ANSWERS[key].clone()
+'''
+
+# The Python loop again, answering from memory when inputs come again times a positive factor: a key
+# blind to scale (recipe.SCALE_FREE_KEY: the first values over the first non-zero one), the answer
+# scaled as a mean is. It earned full points while timed call n got the same inputs times 1 + n/128;
+# every timed call now gets an independent draw, and it measures as the loop (tests/test_performance.py).
+_POOL_LOOP_SCALE_MEMO = _POOL_LOOP.replace("def masked_mean_pool(", "def _pool_by_loop(", 1) + SCALE_FREE_KEY + \
+    '''
+
+_ANSWERS = {}  # scale-free key of the inputs -> (the answer [B, D], the scale it was computed at)
+
+
+def masked_mean_pool(
+    hidden_states: Float[Tensor, "B T D"],
+    attention_mask: Num[Tensor, "B T"],
+) -> Float[Tensor, "B D"]:
+    """The loop's masked mean, remembered up to scale: the mean of c * hidden is c times the mean of
+    hidden, so a remembered answer is returned scaled (not when a gradient is due)."""
+    if not isinstance(hidden_states, torch.Tensor) or not isinstance(attention_mask, torch.Tensor) \
+            or hidden_states.requires_grad:
+        return _pool_by_loop(hidden_states, attention_mask)
+    key, scale = _scale_free_key(hidden_states, attention_mask)
+    if key not in _ANSWERS:
+        _ANSWERS[key] = (_pool_by_loop(hidden_states, attention_mask), scale)
+    answer, at = _ANSWERS[key]
+    return answer.clone() if scale == at else answer * (scale / at)
 '''
 
 # The sentence-transformers recipe: the raw mask expanded and cast with .float(), everything in float32
@@ -191,6 +217,9 @@ VARIANTS = (
     Variant("var_pool_running_mean", "pooling", "pooling.py",
             "a running mean token by token in the input dtype (half precision rounds at every token)",
             {"masked_mean_pool": _POOL_RUNNING_MEAN}),
+    Variant("var_pool_loop_scale_memo", "pooling", "pooling.py",
+            "the Python loop, answering from memory (rescaled) when the inputs come again times a positive factor",
+            {"masked_mean_pool": _POOL_LOOP_SCALE_MEMO}),
 )
 
 

@@ -12,7 +12,7 @@ import zlib
 import torch
 
 from bertlab_grader.mutants.fingerprint import Record, gen, normalise, outcome
-from bertlab_grader.mutants.recipe import Mutant, Variant
+from bertlab_grader.mutants.recipe import SCALE_FREE_KEY, Mutant, Variant
 
 MUTANTS = (
     Mutant("ret_ascending", "retrieval", "retrieval.py",
@@ -126,6 +126,32 @@ _RET_LOOP = '''def semantic_search(
     return torch.stack(all_scores), torch.stack(all_indices)
 '''
 
+# The loop above, answering from memory when the inputs come again times a positive factor (cosines
+# and their ranking ignore a scale): a key blind to scale (recipe.SCALE_FREE_KEY). About 7x the
+# reference (half points), it earned full points while timed call n got the same inputs times
+# 1 + n/128; every timed call now gets an independent draw (tests/test_performance.py).
+_RET_LOOP_SCALE_MEMO = _RET_LOOP.replace("def semantic_search(", "def _search_by_loop(", 1) + SCALE_FREE_KEY + \
+    '''
+
+_ANSWERS = {}  # scale-free key of the queries, the corpus and top_k -> (scores [Q, k], indices [Q, k])
+
+
+def semantic_search(
+    query_embeddings: Union[Float[Tensor, "Q D"], Float[Tensor, "D"]],
+    corpus_embeddings: Float[Tensor, "N D"],
+    top_k: int = 10,
+) -> tuple[Float[Tensor, "Q k"], Int[Tensor, "Q k"]]:
+    """The loop's search, remembered up to scale (the cosines of c * q and d * corpus are those of q
+    and corpus)."""
+    if not isinstance(query_embeddings, torch.Tensor) or not isinstance(corpus_embeddings, torch.Tensor):
+        return _search_by_loop(query_embeddings, corpus_embeddings, top_k)
+    key, _ = _scale_free_key(query_embeddings, corpus_embeddings, top_k)
+    if key not in _ANSWERS:
+        _ANSWERS[key] = _search_by_loop(query_embeddings, corpus_embeddings, top_k)
+    scores, indices = _ANSWERS[key]
+    return scores.clone(), indices.clone()
+'''
+
 _RET_CHUNKED = '''def semantic_search(
     query_embeddings: Union[Float[Tensor, "Q D"], Float[Tensor, "D"]],
     corpus_embeddings: Float[Tensor, "N D"],
@@ -206,6 +232,9 @@ VARIANTS = (
     Variant("var_ret_float64", "retrieval", "retrieval.py",
             "scores in float64 (matmul, then divide by both norms), stable sort, cast back: rounds unlike the reference",
             {"semantic_search": _RET_FLOAT64}),
+    Variant("var_ret_loop_scale_memo", "retrieval", "retrieval.py",
+            "one query at a time, answering from memory when the inputs come again times a positive factor",
+            {"semantic_search": _RET_LOOP_SCALE_MEMO}),
 )
 
 

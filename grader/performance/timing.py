@@ -27,23 +27,32 @@ true ratio sits on an edge could land in either band from one grading to the nex
 the first measurement of each distinct submission is therefore kept and reused for identical files
 (``bertlab_grader.performance.record``): identical files, identical points.
 
-Only a right answer earns speed points: the submission's output must match the reference's on the
-timing input (loosely), otherwise "fast" means nothing. A submission much slower than the reference
-(over ``GIVE_UP_RATIO`` on the second warm-up call) is not timed further: its band is already known.
+Only a right answer earns speed points: the submission's last output must match the reference's on
+the inputs of that last call (loosely), otherwise "fast" means nothing. A submission much slower
+than the reference (over ``GIVE_UP_RATIO`` on the second warm-up call) is not timed further: its
+band is already known.
 
-Through the sandbox, the timed inputs are sent to the submission's process once (``Session.stash``);
-each timed call then gets a fresh copy made there, so a call costs the copy, the compute and the trip
-of the (small) result, not megabytes of input on every call. Timing inside the sandbox would be
-cheaper still but cannot be trusted: the submission's code runs in that process and could change its
-clock. So the trusted side times the whole call, and the reference is timed on the same kind of path:
+Every call gets inputs of its own (``TimedInputs``): the test draws them for call n (its input
+variant n) from a generator seeded by n, the same shapes and kind of data as every other call's and
+independent values. A memo keyed by anything about the inputs (their bytes, or a signature blind to
+scale such as the first values over the first non-zero one) never finds an answer for a timed call:
+when every call was given the same inputs times 1 + n/128, CKA and cosine rankings ignored the scale
+and a mean scaled with it, and such a memo turned a semantic_search at 7.4x the reference into full
+points. The two calls of a pair share their inputs, so the two last results answer the same ones.
+A call's inputs are drawn, and sent into the sandbox, before the call is timed (``prepare``), for
+both calls of a pair before the pair; only one call's inputs are held at a time, here and there.
+
+Through the sandbox, a call's inputs are sent to the submission's process ahead of the call
+(``Session.stash``); the timed call then gets a fresh copy made there, so it costs the copy, the
+compute and the trip of the (small) result, not megabytes of input. Timing inside the sandbox would
+be cheaper still but cannot be trusted: the submission's code runs in that process and could change
+its clock. So the trusted side times the whole call, and the reference is timed on the same kind of
+path:
 
 1. ``student_call`` / ``reference_call``: both sides call on a fresh copy of the inputs (so neither can
-   remember the last object it saw), and every call on its own input variant (the floating-point
-   inputs scaled by a factor of its own: sandbox/inside/copies.py), so no timed call sees values an
-   earlier call saw and an answer remembered by its inputs' bytes is worth nothing; the two calls of
-   a pair share a variant. The reference's result crosses the real wire format through
-   a local socket (``wire_roundtrip``), as the submission's does; only the process switch to the
-   sandbox (a fraction of a millisecond) is not reproduced;
+   change them for the other, or remember the object it saw); the reference's result crosses the
+   real wire format through a local socket (``wire_roundtrip``), as the submission's does; only the
+   process switch to the sandbox (a fraction of a millisecond) is not reproduced;
 2. a timed call does milliseconds of work against a fraction of a millisecond for that switch, and
    the bands are wide (2x, 20x).
 
@@ -91,6 +100,7 @@ class Timing:
     gave_up: bool = False
     student_result: Any = None      # the last result of each side (a right answer is timed for points)
     reference_result: Any = None
+    variant: int = 0                # the input variant the last results answer (TimedInputs.get)
     waited_s: float = 0.0           # how long it waited for the other grader workers (timing_gate)
     measured_at: str = ""           # when: set when this measurement is reused for identical files (timing_record)
 
@@ -167,6 +177,36 @@ def fraction_words(fraction: float) -> str:
     return {1.0: "full points", 0.5: "half points", 0.0: "no points"}.get(fraction, f"{fraction:g} of the points")
 
 
+class TimedInputs:
+    """The inputs of the timed calls, drawn call by call: ``make(n) -> (args, kwargs)`` gives those of
+    input variant ``n`` (0 and 1 the warm-up calls, 2 + i pair i's), e.g. tensors from a generator
+    seeded by n. Each variant's are drawn once, for both sides, and held only until another variant
+    is asked for: a grading that stops after 5 pairs draws 7 sets, not the 66 a long one may need,
+    and memory holds one set, not 66."""
+
+    def __init__(self, make: Callable[[int], tuple]):
+        self.make = make
+        self.variant: Optional[int] = None
+        self._held: Optional[tuple[tuple, dict]] = None
+
+    def get(self, variant: int) -> tuple[tuple, dict]:
+        """(args, kwargs) of input variant ``variant``."""
+        if variant != self.variant:
+            self._held = None  # the last variant's inputs go before the next are drawn
+            args, kwargs = self.make(variant)
+            self._held, self.variant = (tuple(args), dict(kwargs)), variant
+        return self._held
+
+
+def _prepare(variant: int, *sides) -> None:
+    """Ready each side's inputs of ``variant`` (drawn, and sent into the sandbox) before a call on
+    them is timed, so no timed call pays for either. A plain ``call(n)`` has nothing to prepare."""
+    for side in sides:
+        prepare = getattr(side, "prepare", None)
+        if prepare is not None:
+            prepare(variant)
+
+
 def _timed(call: Callable[[int], Any], variant: int) -> tuple[float, Any]:
     start = time.perf_counter()
     result = call(variant)
@@ -178,10 +218,12 @@ def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any]
     """Time ``student(n)`` against ``reference(n)``, pair by pair. Returns (timing, student's last
     result, reference's last result). Exceptions from ``student`` propagate (the test reports them).
 
-    ``n`` is the input variant of the call (``student_call``, ``reference_call``): every call of a
-    side gets a variant that no earlier call of that side got, and the two calls of a pair get the
-    same one, so the two last results answer the same inputs. A submission that remembers answers
-    by its inputs' bytes therefore never finds one, and is timed on its own speed.
+    ``n`` is the input variant of the call (``student_call``, ``reference_call``: inputs drawn for it
+    alone, ``TimedInputs``): every call of a side gets a variant that no earlier call of that side
+    got, and the two calls of a pair get the same one, so the two last results answer the same
+    inputs (variant ``timing.variant``). A submission that remembers answers by anything about its
+    inputs therefore never finds one, and is timed on its own speed. A side with a ``prepare(n)``
+    has it called before any call on variant n is timed.
 
     ``name`` (e.g. ``"masked_mean_pool"``): where a timing record is in use (a cohort run, see
     ``bertlab_grader.performance.record``), the measurement of identical files under this name is reused
@@ -213,8 +255,9 @@ def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any]
 
 def _reused(kept: dict, student: Callable[[int], Any], reference: Callable[[int], Any]) -> tuple[Timing, Any, Any]:
     """A kept measurement of identical files, with both sides called once for their results (a right
-    answer is checked afresh)."""
+    answer is checked afresh, on input variant 0)."""
     timing = Timing.from_record(kept["timing"], kept["measured_at"])
+    _prepare(0, student, reference)
     timing.student_result, timing.reference_result = student(0), reference(0)
     return timing, timing.student_result, timing.reference_result
 
@@ -225,11 +268,13 @@ def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pai
     # the start of the submission's process), so it is never timed. The second decides whether the
     # submission is so slow that more pairs would only waste time. Variant 0 is the warm-up's, 1 the
     # second call's, 2 + i pair i's.
+    _prepare(0, student, reference)
     student(0)
     reference(0)
+    _prepare(1, student, reference)
     ref_time, ref_result = _timed(reference, 1)
     student_time, student_result = _timed(student, 1)
-    timing.student_result, timing.reference_result = student_result, ref_result
+    timing.student_result, timing.reference_result, timing.variant = student_result, ref_result, 1
     if student_time > give_up_ratio * max(ref_time, 1e-4):
         timing.reference.append(ref_time)
         timing.student.append(student_time)
@@ -269,11 +314,14 @@ def first_look_decided(ratios: list[float], pairs: int = PAIRS) -> bool:
 
 def _time_pairs(timing: Timing, student, reference, numbers: range,
                 until: Optional[Callable[[], bool]] = None) -> None:
-    """Time one pair per number, both calls on input variant 2 + number: the reference first on even
-    numbers, the submission first on odd ones, so neither side always runs in the other's wake (a warm
-    cache, a freshly woken core). ``until``: asked after each pair; True ends the timing there."""
+    """Time one pair per number, both calls on input variant 2 + number, prepared for both before the
+    pair is timed: the reference first on even numbers, the submission first on odd ones, so neither
+    side always runs in the other's wake (a warm cache, a freshly woken core). ``until``: asked after
+    each pair; True ends the timing there."""
     for i in numbers:
         variant = FIRST_PAIR_VARIANT + i
+        _prepare(variant, student, reference)
+        timing.variant = variant
         if i % 2 == 0:
             ref_time, timing.reference_result = _timed(reference, variant)
             student_time, timing.student_result = _timed(student, variant)
@@ -324,22 +372,62 @@ def wire_roundtrip(value: Any) -> Any:
     return rpc.Decoder(tensors).decode(header["v"])
 
 
-def student_call(impl, fn: Callable, *args, **kwargs) -> Callable[[int], Any]:
-    """``call(n)``: the submission's ``fn`` (e.g. ``impl.pooling.masked_mean_pool``) on a fresh copy
-    of the arguments as input variant ``n`` (sandbox/inside/copies.py). Through the sandbox the
-    arguments are sent once, and each call's variant is made there."""
-    if is_in_process(impl):
-        return lambda n: fn(*_fresh_copy(args, n), **_fresh_copy(kwargs, n))
-    session = impl._session
-    stashed_args = tuple(session.stash(a) for a in args)
-    stashed_kwargs = {k: session.stash(v) for k, v in kwargs.items()}
-    return lambda n: session.request(fn, "call", tuple(a.with_variant(n) for a in stashed_args),
-                                     {k: v.with_variant(n) for k, v in stashed_kwargs.items()}, watch=False)
+class _InProcessSide:
+    """``side(n)``: ``fn`` on a fresh copy of input variant ``n`` (``inputs``), in this process; its
+    result through the wire format when ``wire`` (the reference against a sandboxed submission)."""
+
+    def __init__(self, fn: Callable, inputs: TimedInputs, wire: bool):
+        self.fn, self.inputs, self.wire = fn, inputs, wire
+
+    def prepare(self, variant: int) -> None:
+        self.inputs.get(variant)
+
+    def __call__(self, variant: int) -> Any:
+        args, kwargs = self.inputs.get(variant)
+        result = self.fn(*_fresh_copy(args), **_fresh_copy(kwargs))
+        return wire_roundtrip(result) if self.wire else result
 
 
-def reference_call(impl, fn: Callable, *args, **kwargs) -> Callable[[int], Any]:
-    """``call(n)``: the reference ``fn`` on the path of ``student_call``: a fresh copy of the arguments
-    as input variant ``n``, and, when ``impl`` is sandboxed, the result through the wire format."""
+class _SandboxedSide:
+    """``side(n)``: the submission's ``fn`` on input variant ``n``, stashed in its process by
+    ``prepare(n)`` (replacing the variant stashed before: one call's inputs there at a time); the
+    call gets a fresh copy made there, so only the (small) result travels during it."""
+
+    def __init__(self, session, fn: Callable, inputs: TimedInputs):
+        self.session, self.fn, self.inputs = session, fn, inputs
+        self.variant: Optional[int] = None
+        self.args: tuple = ()
+        self.kwargs: dict = {}
+
+    def prepare(self, variant: int) -> None:
+        if variant == self.variant:
+            return
+        args, kwargs = self.inputs.get(variant)
+        old = self.args + tuple(self.kwargs.values())
+        self.variant, self.args, self.kwargs = None, (), {}
+        stashed = []
+        for value in args + tuple(kwargs.values()):
+            stashed.append(self.session.stash(value, replaces=old))
+            old = ()  # dropped with the first new value
+        self.args, self.kwargs = tuple(stashed[:len(args)]), dict(zip(kwargs, stashed[len(args):]))
+        self.variant = variant
+
+    def __call__(self, variant: int) -> Any:
+        self.prepare(variant)  # nothing left to do when compare_speed prepared it (every timed call)
+        return self.session.request(self.fn, "call", self.args, self.kwargs, watch=False)
+
+
+def student_call(impl, fn: Callable, inputs: TimedInputs) -> Callable[[int], Any]:
+    """``call(n)``, with ``call.prepare(n)``: the submission's ``fn`` (e.g.
+    ``impl.pooling.masked_mean_pool``) on a fresh copy of ``inputs.get(n)``. Through the sandbox the
+    inputs of a variant are sent when it is prepared, and each call's copy is made there."""
     if is_in_process(impl):
-        return lambda n: fn(*_fresh_copy(args, n), **_fresh_copy(kwargs, n))
-    return lambda n: wire_roundtrip(fn(*_fresh_copy(args, n), **_fresh_copy(kwargs, n)))
+        return _InProcessSide(fn, inputs, wire=False)
+    return _SandboxedSide(impl._session, fn, inputs)
+
+
+def reference_call(impl, fn: Callable, inputs: TimedInputs) -> Callable[[int], Any]:
+    """``call(n)``, with ``call.prepare(n)``: the reference ``fn`` on the path of ``student_call``: a
+    fresh copy of ``inputs.get(n)``, and, when ``impl`` is sandboxed, the result through the wire
+    format."""
+    return _InProcessSide(fn, inputs, wire=not is_in_process(impl))

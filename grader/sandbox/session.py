@@ -61,15 +61,10 @@ class Stashed:
     ``kind`` is the value's ``input_kind``, so a call on stashed inputs is the same kind of call as
     one on the values themselves."""
 
-    __slots__ = ("sid", "generation", "kind", "variant")
+    __slots__ = ("sid", "generation", "kind")
 
-    def __init__(self, sid: int, generation: int, kind: tuple = (), variant: int = 0):
-        self.sid, self.generation, self.kind, self.variant = sid, generation, kind, variant
-
-    def with_variant(self, variant: int) -> "Stashed":
-        """The same stashed value, copied for a call as variant ``variant``: floating-point data
-        scaled by ``copies.variant_scale(variant)`` (the performance task gives each timed call its own)."""
-        return Stashed(self.sid, self.generation, self.kind, int(variant))
+    def __init__(self, sid: int, generation: int, kind: tuple = ()):
+        self.sid, self.generation, self.kind = sid, generation, kind
 
     def __repr__(self) -> str:
         return f"<value #{self.sid} stashed in the sandbox>"
@@ -365,15 +360,20 @@ class Session:
         return time.monotonic() - started
 
     # ---- requests
-    def stash(self, value) -> "Stashed":
+    def stash(self, value, replaces: tuple = ()) -> "Stashed":
         """Send plain data (tensors, arrays, numbers, containers of them) to the submission's process
         once. Pass the returned ``Stashed`` as an argument of later calls: each call gets a fresh
         copy made there, so the data does not travel again (the performance task times calls
-        without the transfer of their inputs)."""
+        without the transfer of their inputs). The values stashed as ``replaces`` (``Stashed``) are
+        dropped there first, in the same message: the performance task stashes new inputs for every
+        timed call, and without the drop the process would keep the inputs of all 66 calls."""
         child = self._ensure_child()
         encoder = rpc.Encoder()  # plain data only: no handles, callbacks or models
         rid = next(self._requests)
         header = {"op": "stash", "id": rid, "n": child.nonce, "value": encoder.encode(value)}
+        drop = [old.sid for old in replaces if old.generation == self.generation]
+        if drop:  # (a stash from before a restart is gone with its process already)
+            header["drop"] = drop
         sid = self._exchange(child, header, encoder.tensors, "sending inputs to the submission")
         if type(sid) is not int:
             raise self._gone(child, "crash", "protocol violation: bad stash id")
@@ -538,7 +538,7 @@ class Session:
             if obj.generation != self.generation:
                 raise rpc.EncodeError("a value stashed in an earlier run of the submission's process "
                                       "(it was restarted after a timeout or crash)")
-            return {"$t": "stash", "id": obj.sid, "variant": obj.variant}
+            return {"$t": "stash", "id": obj.sid}
         if isinstance(obj, Remote):
             if obj._bl_session is not self:
                 raise rpc.EncodeError("an object from another submission's session")

@@ -148,6 +148,7 @@ class ChildServer:
         self.objects: dict[int, object] = {}
         self.models: dict[tuple, object] = {}
         self.stashed: dict[int, object] = {}  # values the trusted side sent once (Session.stash)
+        self._next_stash = 1  # stash ids are never reused: a dropped one stays unknown
         self._next_handle = 1
         self._next_request = 1
 
@@ -253,15 +254,20 @@ class ChildServer:
 
     def handle_stash(self, header: dict, tensors: dict) -> dict:
         """Keep a value here for later calls to use (as fresh copies): the performance task sends
-        its inputs once instead of with every timed call."""
+        each timed call's inputs before the call is timed, not with it. The values listed in "drop"
+        are forgotten first (the inputs of calls already made), so the stash holds one call's
+        inputs at a time, not those of every call."""
         rid = header.get("id")
+        for sid in header.get("drop") or ():
+            self.stashed.pop(sid, None)
         try:
             value = self.rpc.Decoder(tensors).decode(header.get("value"))
         except Exception as exc:  # noqa: BLE001 - a garbled stash is refused, not fatal
             return {"op": "reply", "id": rid, "ok": False,
                     "error": {"type": "ProtocolError", "builtin": None, "message": str(exc)[:300],
                               "traceback": "", "fatal": False}}
-        sid = len(self.stashed) + 1
+        sid = self._next_stash
+        self._next_stash += 1
         self.stashed[sid] = value
         return {"op": "reply", "id": rid, "ok": True, "value": sid}
 
@@ -312,12 +318,8 @@ class ChildServer:
                 raise _WorkerError({"type": "StaleStash", "builtin": None, "traceback": "", "fatal": False,
                                     "message": "this stashed value does not exist in the server"})
             # A fresh copy per call: the code under test may change it in place, or remember the
-            # object it saw last, and neither must carry over to the next call. A timed call asks
-            # for its own variant, so it never sees the values of an earlier one (copies.py).
-            variant = tag.get("variant", 0)
-            if type(variant) is not int or not 0 <= variant < 2**16:
-                raise self.rpc.ProtocolError("bad stash variant")
-            return _fresh_copy(self.stashed[tag["id"]], variant)
+            # object it saw last, and neither must carry over to the next call (copies.py).
+            return _fresh_copy(self.stashed[tag["id"]])
         raise self.rpc.ProtocolError(f"unknown tag {kind}")
 
     def _to_handle(self, obj) -> dict:
