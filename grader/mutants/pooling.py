@@ -58,6 +58,11 @@ MUTANTS = (
            (("    return (summed / counts).to(hidden_states.dtype)",
              "    last = (attention_mask != 0).sum(dim=1) - 1  # each row's last real token (right padding)\n"
              "    return hidden_states[torch.arange(hidden_states.shape[0]), last].clone()"),)),
+    Mutant("pool_right_padding_assumed", "pooling", "pooling.py",
+           "averages each row's first mask.sum() positions: right only when all the padding is on the right",
+           (("    weights = (attention_mask != 0).to(compute_dtype)  # [B, T]; nonzero counts as \"real token\"",
+             "    counts_ = (attention_mask != 0).sum(dim=1, keepdim=True)  # [B, 1]\n"
+             "    weights = (torch.arange(attention_mask.shape[1])[None, :] < counts_).to(compute_dtype)"),)),
     Mutant("pool_constant", "pooling", "pooling.py",
            "hostile: checks the shapes, then returns zeros of the right shape and dtype (a constant)",
            (("    return (summed / counts).to(hidden_states.dtype)",
@@ -237,6 +242,8 @@ def fingerprint(impl) -> dict:
     h_in = hidden.clone()
     record = Record()  # filled call by call: a hint's search may stop it early
     record["int"] = outcome(lambda: pool(hidden.clone(), mask.clone()))
+    # The same rows padded on the left (real tokens last): tells the first-positions mean apart.
+    record["left_padded"] = outcome(lambda: pool(hidden.flip(1), mask.flip(1)))
     record["bool"] = outcome(lambda: pool(hidden.clone(), mask.bool()))
     record["half"] = outcome(lambda: pool(hidden.half(), mask.clone()))
     record["mismatch"] = outcome(lambda: pool(hidden.clone(), torch.ones(3, 6, dtype=torch.long)))

@@ -317,9 +317,18 @@ def name_pooling_mistake(actual: torch.Tensor, hidden: torch.Tensor, mask: torch
         "pool_last_token": _last_real_token(actual, h, mask, expected, tol),
         "pool_inverted_mask": (h * (1 - m)).sum(dim=1) / (1 - m).sum(dim=1).clamp(min=1),
         "pool_constant": torch.zeros_like(expected),
+        "pool_right_padding_assumed": _first_positions_mean(h, mask),
     }
     distinct = {name: c for name, c in candidates.items() if c is not None and not close(c, expected, tol)}
     return name_mistake(actual, distinct, tol=tol)
+
+
+def _first_positions_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B, D]: the mean of each row's first ``count`` positions, count = its number of real tokens:
+    the masked mean only where the padding is all on the right."""
+    counts = (mask != 0).sum(dim=1, keepdim=True)  # [B, 1]
+    first = (torch.arange(h.shape[1])[None, :] < counts).to(h.dtype).unsqueeze(-1)  # [B, T, 1]
+    return (h * first).sum(dim=1) / counts.clamp(min=1).to(h.dtype)
 
 
 # ---------------------------------------------------------------------------------------------

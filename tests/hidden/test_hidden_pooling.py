@@ -107,6 +107,34 @@ def test_pool_all_padding_row_is_zero(impl, reference):
                hint="Row 1 has no real token: its pooled vector must be all zeros (0 / max(count, 1)).")
 
 
+def any_pattern_batch(seed: int, B: int, T: int, D: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """hidden [B, T, D] and an int64 mask [B, T] whose real tokens are anywhere: row 0 padded on the
+    left (a left-padding tokenizer's batch), row 1 with holes, row 2 real tokens in the middle, the
+    other rows random 0/1 patterns with at least one real token. Padding positions hold large garbage."""
+    g = generator(seed)
+    mask = (torch.rand(B, T, generator=g) < 0.55).long()
+    mask[:, 0] = torch.where(mask.sum(dim=1) == 0, 1, mask[:, 0])
+    mask[0] = (torch.arange(T) >= T // 3).long()            # left padding
+    mask[1] = (torch.arange(T) % 3 != 1).long()             # holes
+    mask[2] = ((torch.arange(T) >= 2) & (torch.arange(T) < T - 2)).long()  # padding on both sides
+    hidden = torch.randn(B, T, D, generator=g) + 2.0
+    hidden = torch.where(mask[..., None].bool(), hidden, 50.0 * torch.randn(B, T, D, generator=g))
+    return hidden, mask
+
+
+@pytest.mark.points(2)
+def test_pool_masks_of_any_pattern(impl, reference):
+    # The docstring's rule is "the positions whose mask is 1, wherever they are": tokenizers pad on the
+    # left for some models, and a mask may have holes (tokens dropped on purpose).
+    hint = mistake_hint("pool_right_padding_assumed")
+    for seed, (B, T, D) in enumerate([(6, 12, 8), (9, 30, 16)]):
+        hidden, mask = any_pattern_batch(150 + seed, B, T, D)
+        for dtype in (torch.int64, torch.bool):
+            check_pool(impl, reference, hidden, mask.to(dtype),
+                       f"masked_mean_pool(hidden [{B}, {T}, {D}], {dtype} mask with left padding and holes)",
+                       hint=hint)
+
+
 @pytest.mark.points(2)
 def test_pool_mask_dtypes_agree(impl, reference):
     hidden, mask = make_batch(120, 5, 8, 4, lengths=[8, 3, 1, 0, 5])

@@ -133,28 +133,50 @@ def _hidden(model, ids, mask, with_mask: bool = True):
 # Wiring on a small random BERT (tiny-bert-seed<k>)
 # ---------------------------------------------------------------------------------------------
 
+def left_padded(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same right-padded batch padded on the left instead: each row rolled so its real tokens come last."""
+    ids, mask = ids.clone(), mask.clone()
+    for b, length in enumerate((mask != 0).sum(dim=1).tolist()):
+        shift = mask.shape[1] - length
+        ids[b], mask[b] = ids[b].roll(shift), mask[b].roll(shift)
+    return ids, mask
+
+
+def with_holes(mask: torch.Tensor) -> torch.Tensor:
+    """The mask with position 2 of every row longer than 3 real tokens set to 0 (a token left out)."""
+    holes = mask.clone()
+    holes[(mask != 0).sum(dim=1) > 3, 2] = 0
+    return holes
+
+
 @pytest.mark.points(4)
 def test_encode_is_masked_mean_of_last_hidden_state(impl):
     model = data.tiny_bert("tiny-bert-seed1", impl)
     sbert = impl.siamese.create_sbert(model)
     ids, mask = data.padded_batch(SENTENCES_A + SENTENCES_B)
-    with torch.no_grad():
-        actual = sbert.encode(ids.clone(), mask.clone())
-    out = _hidden(model, ids, mask)
-    h = out.last_hidden_state
-    unmasked = _hidden(model, ids, mask, with_mask=False).last_hidden_state
+    # The docstring's rule holds for the positions whose mask is 1, wherever they are: padded on the
+    # right (most BERT tokenizers), on the left (some tokenizers do), and a mask with holes.
+    batches = {"padded on the right": (ids, mask), "padded on the left": left_padded(ids, mask),
+               "a mask with holes": (ids, with_holes(mask))}
+    for how, (ids, mask) in batches.items():
+        with torch.no_grad():
+            actual = sbert.encode(ids.clone(), mask.clone())
+        out = _hidden(model, ids, mask)
+        h = out.last_hidden_state
+        unmasked = _hidden(model, ids, mask, with_mask=False).last_hidden_state
 
-    def diagnose(a):
-        return name_mistake(a, {
-            "sbert_cls_encode": h[:, 0],
-            "sbert_pooler_output": out.pooler_output,
-            "sbert_unmasked_mean": h.mean(1),
-            "sbert_no_encoder_mask": _reference_pool(unmasked, mask),
-            "sbert_no_mask_anywhere": unmasked.mean(1),
-        }, tol=WIRING_TOL)
+        def diagnose(a, h=h, out=out, unmasked=unmasked, mask=mask):
+            return name_mistake(a, {
+                "sbert_cls_encode": h[:, 0],
+                "sbert_pooler_output": out.pooler_output,
+                "sbert_unmasked_mean": h.mean(1),
+                "sbert_no_encoder_mask": _reference_pool(unmasked, mask),
+                "sbert_no_mask_anywhere": unmasked.mean(1),
+            }, tol=WIRING_TOL)
 
-    candidates = wirings(impl, lambda pool: pool(h, mask))
-    check_wiring(actual, candidates, f"encode(input_ids [{ids.shape[0]}, {ids.shape[1]}], attention_mask)", diagnose)
+        candidates = wirings(impl, lambda pool: pool(h, mask))
+        check_wiring(actual, candidates,
+                     f"encode(input_ids [{ids.shape[0]}, {ids.shape[1]}], attention_mask), {how}", diagnose)
 
 
 @pytest.mark.points(3)

@@ -42,6 +42,10 @@ MISTAKES: tuple[Mistake, ...] = (
             "Your pooling returns the vector of each sentence's LAST real token (the pooling of GPT-style "
             "decoders): SBERT averages ALL the real tokens, so sum them (weight mask[b, t]) and divide by "
             "their count."),
+    Mistake("pool_right_padding_assumed", "pooling", "the first count positions averaged",
+            "Your pooling averages each row's first mask.sum() positions, which is right only when all the "
+            "padding is on the right. Tokenizers may pad on the left, and a mask may have holes: weight "
+            "every position by its own mask value (sum of mask[b, t] * hidden[b, t]) wherever it is."),
     Mistake("pool_constant", "pooling", "the same result whatever the input",
             "Your pooling returns the same values (e.g. zeros) whatever the hidden states are: the right "
             "shape and dtype earn nothing without the mean of the real tokens."),
