@@ -62,6 +62,17 @@ MUTANTS = (
              "    corpus_block = max(k, 1000)"),
             ("            indices = torch.cat([best_indices[kept], block_indices + c0], dim=1)",
              "            indices = torch.cat([best_indices[kept], block_indices], dim=1)"))),
+    Mutant("ret_block_local_indices", "retrieval", "retrieval.py",
+           "blocks of MAX_BLOCK_SCORES // Q rows as the docstring asks, block-local indices never shifted",
+           (("    corpus_block = _balanced(n_corpus, max(k, MAX_BLOCK_SCORES // max(n_queries, 1), 4096))",
+             "    corpus_block = max(k, MAX_BLOCK_SCORES // max(n_queries, 1))"),
+            ("            indices = torch.cat([best_indices[kept], block_indices + c0], dim=1)",
+             "            indices = torch.cat([best_indices[kept], block_indices], dim=1)"))),
+    Mutant("ret_no_blocking", "retrieval", "retrieval.py",
+           "scores every query against the whole corpus at once: a [Q, N] matrix, whatever N is",
+           (("    corpus_block = _balanced(n_corpus, max(k, MAX_BLOCK_SCORES // max(n_queries, 1), 4096))\n"
+             "    query_block = _balanced(n_queries, max(1, MAX_BLOCK_SCORES // max(corpus_block, 1)))",
+             "    corpus_block, query_block = max(n_corpus, 1), max(n_queries, 1)  # everything at once"),)),
     Mutant("ret_top_k_zero_accepted", "retrieval", "retrieval.py",
            "top_k < 1 is not rejected",
            (("    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:\n",
@@ -119,8 +130,9 @@ _RET_LOOP = '''def semantic_search(
     for q in F.normalize(queries.to(dtype), dim=1):
         cosines = unit_corpus @ q
         ranked = torch.sort(cosines, descending=True, stable=True)
-        all_scores.append(ranked.values[:k])
-        all_indices.append(ranked.indices[:k])
+        # Copies of the first k: a slice would keep the whole sorted [N] row alive, Q rows in all.
+        all_scores.append(ranked.values[:k].clone())
+        all_indices.append(ranked.indices[:k].clone())
     if not all_scores:
         return torch.empty(0, k, dtype=dtype), torch.empty(0, k, dtype=torch.long)
     return torch.stack(all_scores), torch.stack(all_indices)
@@ -216,9 +228,46 @@ _RET_FLOAT64 = '''def semantic_search(
     for q0 in range(0, q.shape[0], rows):
         cosines = (q[q0 : q0 + rows] @ c.T) / q_norms[q0 : q0 + rows] / c_norms
         ranked = torch.sort(cosines, dim=1, descending=True, stable=True)
-        scores.append(ranked.values[:, :k].to(out_dtype))
-        indices.append(ranked.indices[:, :k])
+        # Copies of the first k columns: a slice would keep every sorted [rows, N] block alive.
+        scores.append(ranked.values[:, :k].to(out_dtype).clone())
+        indices.append(ranked.indices[:, :k].clone())
     return torch.cat(scores), torch.cat(indices)
+'''
+
+
+# sentence-transformers' own search (util.semantic_search: chunks of 100 queries x 500,000 corpus rows,
+# its own blocking, not MAX_BLOCK_SCORES'), asked for more hits until the k-th is not tied with one
+# left out, then ordered by (score, index): the ties rule is the kit's, not sentence-transformers'.
+_RET_ST_UTIL = '''def semantic_search(
+    query_embeddings: Union[Float[Tensor, "Q D"], Float[Tensor, "D"]],
+    corpus_embeddings: Float[Tensor, "N D"],
+    top_k: int = 10,
+) -> tuple[Float[Tensor, "Q k"], Int[Tensor, "Q k"]]:
+    """sentence-transformers' util.semantic_search, ties ordered by ascending corpus index."""
+    from sentence_transformers import util
+
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError("top_k must be >= 1")
+    queries = torch.as_tensor(query_embeddings)
+    corpus = torch.as_tensor(corpus_embeddings)
+    if queries.dim() == 1:
+        queries = queries[None]
+    if queries.dim() != 2 or corpus.dim() != 2 or queries.shape[1] != corpus.shape[1]:
+        raise ValueError("expected queries [Q, D] or [D] and corpus [N, D] with the same D")
+    dtype = torch.float64 if torch.float64 in (queries.dtype, corpus.dtype) else torch.float32
+    n = corpus.shape[0]
+    k = min(top_k, n)
+    asked = k
+    while True:  # one more than k: a k-th hit tied with the next means the tie may reach further
+        hits = util.semantic_search(queries.to(dtype), corpus.to(dtype), top_k=min(n, asked + 1))
+        if asked + 1 >= n or all(len(row) <= k or row[k - 1]["score"] > row[-1]["score"] for row in hits):
+            break
+        asked *= 2
+    rows = [sorted(((h["score"], h["corpus_id"]) for h in row), key=lambda hit: (-hit[0], hit[1]))[:k]
+            for row in hits]
+    scores = torch.tensor([[s for s, _ in row] for row in rows], dtype=dtype).reshape(len(rows), k)
+    indices = torch.tensor([[i for _, i in row] for row in rows], dtype=torch.int64).reshape(len(rows), k)
+    return scores, indices
 '''
 
 
@@ -235,6 +284,9 @@ VARIANTS = (
     Variant("var_ret_loop_scale_memo", "retrieval", "retrieval.py",
             "one query at a time, answering from memory when the inputs come again times a positive factor",
             {"semantic_search": _RET_LOOP_SCALE_MEMO}),
+    Variant("var_ret_st_util", "retrieval", "retrieval.py",
+            "sentence-transformers' util.semantic_search (its own chunks), ties re-ordered by index",
+            {"semantic_search": _RET_ST_UTIL}),
 )
 
 
@@ -268,6 +320,9 @@ def fingerprint(impl) -> dict:
     record["big_k"] = outcome(lambda: search(queries.clone(), corpus.clone(), top_k=10))
     record["single"] = outcome(lambda: search(queries[0].clone(), corpus.clone(), top_k=2))
     record["blocks"] = outcome(lambda: search(queries[:2].clone(), long_corpus.clone(), top_k=3))
+    # Blocks as the docstring sizes them (MAX_BLOCK_SCORES // Q rows), made small for one call.
+    record["small_blocks"] = outcome(lambda: _with_max_block_scores(
+        impl, 16, lambda: search(queries[:2].clone(), long_corpus[:64].clone(), top_k=3)))
     record["bad_d"] = outcome(lambda: search(queries[:, :3].clone(), corpus.clone(), top_k=2))
     record["k0"] = outcome(lambda: search(queries.clone(), corpus.clone(), top_k=0))
     record["in_place_call"] = outcome(lambda: search(q_in, corpus.clone(), top_k=2))
@@ -282,3 +337,15 @@ def fingerprint(impl) -> dict:
 
     record["index"] = outcome(index_run)
     return record
+
+
+def _with_max_block_scores(impl, value: int, call):
+    """``call()`` with the submission's retrieval.MAX_BLOCK_SCORES set to ``value`` (through the sandbox
+    where it runs there: bertlab/probes.py ``substitute``), put back after."""
+    from bertlab.probes import run_probe
+
+    previous = run_probe(impl, "substitute", impl.retrieval, "MAX_BLOCK_SCORES", value, [])
+    try:
+        return call()
+    finally:
+        run_probe(impl, "substitute", impl.retrieval, "MAX_BLOCK_SCORES", previous, [])

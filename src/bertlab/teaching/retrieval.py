@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bertlab.peak_memory import MemoryUnmeasurable, extra_memory  # bound before any submitted code runs
 from bertlab.teaching.records import Mistake
 
 #: What a wrong value most often means: the idea to reread (``bertlab check``'s hint).
@@ -33,6 +34,17 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake("ret_block_offset", "retrieval", "block-local indices not shifted",
             "Your search loses the corpus position in later blocks: add the block's start to the indices "
             "found inside it."),
+    Mistake("ret_block_local_indices", "retrieval", "block-local indices with the docstring's blocks",
+            "Your search blocks the corpus by MAX_BLOCK_SCORES // Q rows, as the docstring asks, but reports "
+            "an index found inside a block as its position in that block: add the block's start (every block "
+            "after the first starts past row 0)."),
+    Mistake("ret_no_blocking", "retrieval", "the whole [Q, N] score matrix at once",
+            "Your search scores every query against the whole corpus at once: its memory grows with N, a "
+            "[Q, N] matrix of scores. The docstring promises at most about MAX_BLOCK_SCORES scores at once, "
+            "whatever N is (a million texts and a few hundred queries would not fit otherwise): walk the "
+            "corpus in blocks of MAX_BLOCK_SCORES // Q rows, score one block at a time, and keep a running "
+            "top-k (merge each block's best k with the best so far, and add the block's start to its indices).",
+            fingerprinted=False),
     Mistake("ret_top_k_zero_accepted", "retrieval", "top_k < 1 accepted",
             "Your search accepts top_k = 0 or negative: raise a ValueError for top_k < 1."),
     Mistake("ret_dim_mismatch_runtime", "retrieval", "different D not rejected",
@@ -54,3 +66,29 @@ MISTAKES: tuple[Mistake, ...] = (
             "Your search raises ValueError for valid input too: raise only for what the docstring's Raises: "
             "lists (different D, inputs that are not 1-D/2-D, top_k < 1) and answer everything else."),
 )
+
+
+# ---- probes: measured where the code under test runs (bertlab.probes runs them by name)
+
+def search_memory(search, queries, corpus, top_k: int) -> dict:
+    """``search(queries, corpus, top_k=top_k)`` once, and the memory it held beyond its inputs.
+
+    The docstring of semantic_search promises "at most about MAX_BLOCK_SCORES scores are held at
+    once, whatever N is"; the memory is read where the code runs (bertlab.peak_memory: the process's
+    resident peak during the call, less its size before), after one small call has loaded whatever
+    the code loads once.
+
+    Inputs:
+        queries: [Q, D]; corpus: [N, D] (the caller's tensors: the search must not need a copy made
+        for it, so none is).
+    Returns (plain data only):
+        {"measured": whether this process can measure its memory, "why": why not (else ""),
+         "extra_bytes": the peak extra resident memory of the call,
+         "result": what the search returned (scores [Q, k], indices [Q, k]) when it returned}
+    """
+    search(queries[:2], corpus[:1000], top_k=top_k)  # warm: lazy imports and first-call buffers
+    try:
+        extra, result = extra_memory(lambda: search(queries, corpus, top_k=top_k))
+    except MemoryUnmeasurable as exc:
+        return {"measured": False, "why": str(exc), "extra_bytes": 0, "result": None}
+    return {"measured": True, "why": "", "extra_bytes": int(extra), "result": result}

@@ -1,0 +1,89 @@
+"""The memory promise of semantic_search, in figures: what several searches hold beyond their inputs at
+the two corpus sizes of the hidden test `test_search_memory_stays_bounded`, their growth, and the bar.
+
+    python benchmarks/search_memory.py            # in this process, one search after another (about 1 min)
+
+Each search runs in this process through the same probe the grader runs in the sandbox
+(bertlab.teaching.retrieval.search_memory), on the hidden test's own inputs and constants, so the
+figures are the test's. The candidates: the reference; sentence-transformers' util.semantic_search
+(its own chunks of 100 queries x 500,000 rows) wrapped to the kit's signature; two searches that score
+the whole [Q, N] matrix (the bank's mutant ret_no_blocking, with top-k, and a brute force with a full
+argsort, as SimCSE's search does); the bank's correct retrieval variants; the outside bank's correct
+entries. A search slower than the test's MEMORY_FAST_S on the small input is judged on its answer only,
+and is listed so.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+KIT = Path(__file__).resolve().parents[1]
+
+
+def sentence_transformers_search(queries, corpus, top_k: int = 10):
+    """sentence_transformers.util.semantic_search with its default chunking, as (scores, indices)."""
+    from sentence_transformers import util
+
+    hits = util.semantic_search(queries, corpus, top_k=top_k)
+    k = min(top_k, len(corpus))
+    return (torch.tensor([[h["score"] for h in row] for row in hits], dtype=queries.dtype).reshape(-1, k),
+            torch.tensor([[h["corpus_id"] for h in row] for row in hits]).reshape(-1, k))
+
+
+def brute_force_argsort(queries, corpus, top_k: int = 10):
+    """Every cosine at once, then a stable argsort of each [N] row."""
+    scores = F.normalize(queries, dim=1) @ F.normalize(corpus, dim=1).T
+    order = torch.argsort(scores, dim=1, descending=True, stable=True)[:, :top_k]
+    return scores.gather(1, order), order
+
+
+def candidates():
+    from bertlab.implementations import load_directory, load_implementation
+    from bertlab_grader.mutants import load_bank
+
+    found = [("reference", load_implementation("reference").retrieval.semantic_search),
+             ("sentence-transformers util", sentence_transformers_search),
+             ("brute force + argsort", brute_force_argsort)]
+    for entry in load_bank():
+        if entry.task == "retrieval" and (entry.kind == "variant" or entry.name == "ret_no_blocking"):
+            found.append((f"{entry.kind} {entry.name}", load_directory(entry.path).retrieval.semantic_search))
+    for folder in sorted((KIT / "tests" / "outside_bank").glob("correct_*")):
+        found.append((f"outside {folder.name}", load_directory(folder).retrieval.semantic_search))
+    return found
+
+
+def main() -> int:
+    from bertlab.teaching.retrieval import search_memory
+    from bertlab_grader.hidden import test_hidden_retrieval as hidden
+
+    torch.set_num_threads(1)  # as the grader's sandbox runs a submission
+    Q, (small, large), score_bytes = hidden.MEMORY_QUERIES, hidden.MEMORY_SIZES, 8
+    bar = hidden.MEMORY_GROWTH_FRACTION * Q * (large - small) * score_bytes
+    print(f"Q = {Q} float64 queries, D = {hidden.MEMORY_D}, N = {small:,} and {large:,}; a [Q, N] matrix grows "
+          f"{Q * score_bytes} bytes a corpus row; the bar: {bar / (large - small):.0f} bytes a row "
+          f"({bar / 2**20:.0f} MiB over the {large - small:,} added rows)")
+    print(f"{'search':40}{'small s':>9}{'extra N1':>11}{'extra N2':>11}{'growth/row':>12}  verdict")
+    small_q, small_c = hidden.memory_inputs(Q, hidden.MEMORY_SMALL_N)
+    for name, search in candidates():
+        search(small_q[:2], small_c[:100], top_k=3)
+        started = time.perf_counter()
+        search(small_q.clone(), small_c.clone(), top_k=10)
+        seconds = time.perf_counter() - started
+        if seconds > hidden.MEMORY_FAST_S:
+            print(f"{name:40}{seconds:9.3f}{'':>11}{'':>11}{'':>12}  judged on its answer only (slow)")
+            continue
+        extra = [search_memory(search, *hidden.memory_inputs(Q, N), 10)["extra_bytes"] for N in (small, large)]
+        growth = (extra[1] - extra[0]) / (large - small)
+        verdict = "keeps the points" if extra[1] - extra[0] <= bar else "LOSES the points"
+        print(f"{name:40}{seconds:9.3f}{extra[0] / 2**20:9.0f}Mi{extra[1] / 2**20:9.0f}Mi{growth:12.0f}  {verdict}",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
