@@ -37,9 +37,12 @@ def linear_cka(X: Matrix, Y: Matrix) -> float:
         Y: [n, d2] Tensor or ndarray, same n.
     Returns:
         A Python float in [0, 1], computed in float64; ``nan`` when X or Y has zero variance
-        (all rows identical), because CKA is undefined there.
+        (all rows identical), because CKA is undefined there. [0, 1] holds up to float round-off: the
+        formula written literally in float64 may return 1.0000000000000002, which is fine (no clamp
+        is needed; one is allowed).
     Raises:
         ValueError: if X or Y is not 2-D, if their numbers of rows differ, or if n < 2.
+    The inputs are never modified (center copies: for a float64 array, torch.as_tensor shares its memory).
     """
     ### BEGIN SOLUTION
     Xc = _centered_float64(X, "X")
@@ -71,10 +74,12 @@ def cka_matrix(reps: Sequence[Matrix]) -> Float[Tensor, "L L"]:
     Inputs:
         reps: a sequence of L matrices, reps[i] of shape [n, d_i] (d_i may differ, n may not).
     Returns:
-        [L, L] float64 tensor M with M[i, j] = linear_cka(reps[i], reps[j]): symmetric, 1.0 on the
-        diagonal, and ``nan`` in every row and column of a zero-variance representation.
+        [L, L] float64 tensor M with M[i, j] = linear_cka(reps[i], reps[j]): symmetric, and 1.0 on the
+        diagonal except where reps[i] has zero variance: its whole row and column are ``nan``, its
+        diagonal entry M[i, i] included (linear_cka(reps[i], reps[i]) is nan).
     Raises:
         ValueError: if reps is empty or the matrices do not share the same number of rows.
+    The inputs are never modified.
     """
     ### BEGIN SOLUTION
     if len(reps) == 0:

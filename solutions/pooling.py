@@ -21,13 +21,19 @@ def masked_mean_pool(
     hidden_states: Float[Tensor, "B T D"],
     attention_mask: Num[Tensor, "B T"],
 ) -> Float[Tensor, "B D"]:
-    """Mean of the hidden states over the positions whose mask is 1.
+    """Mean of the hidden states over the positions whose mask is 1, wherever they are.
 
     Inputs:
-        hidden_states: [B, T, D] float tensor (any float dtype).
-        attention_mask: [B, T] of 0/1, as int, bool or float.
+        hidden_states: [B, T, D] float tensor (any float dtype). Padding positions hold finite values
+            of any size, which must not change the result (whether inf or nan there leaks into it is
+            not specified: no test puts them there).
+        attention_mask: [B, T] of 0/1, as int, bool or float. The real tokens may sit anywhere:
+            padding on the right, on the left, or holes in the middle.
     Returns:
         [B, D] tensor in the dtype of hidden_states. A row whose mask is all 0 gives zeros, not NaN.
+        Differentiable: SBERT is fine-tuned through this function, so the gradient must reach
+        hidden_states at the real tokens (and nowhere else): compute with torch operations on the
+        tensors themselves (no .detach(), .item(), NumPy or torch.no_grad() inside).
     Raises:
         ValueError: if hidden_states is not 3-D, the mask is not 2-D, or their B and T differ.
     The inputs are never modified.

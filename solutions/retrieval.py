@@ -31,14 +31,20 @@ def semantic_search(
 
     Inputs:
         query_embeddings: [Q, D], or [D] for a single query (treated as Q = 1).
-        corpus_embeddings: [N, D].
+        corpus_embeddings: [N, D] (always 2-D: a corpus of one vector is [1, D]).
         top_k: how many hits per query (k = min(top_k, N)).
     Returns:
         (scores, indices): two [Q, k] tensors; each row sorted by descending score, ties by ascending
-        corpus index. scores are float (float32 unless the inputs are float64), indices int64.
+        corpus index. indices are int64. scores are cosines in any float dtype (the reference gives
+        float64 when either input is float64, float32 otherwise; only their values are checked, to
+        1e-5). A zero vector, query or corpus row, has cosine 0 with everything, never nan (normalise
+        with a clamp on the norm, as F.normalize does).
     Raises:
-        ValueError: if the embedding sizes D differ, the inputs are not 1-D/2-D, or top_k < 1.
-    Memory: at most about MAX_BLOCK_SCORES scores are held at once, whatever N is.
+        ValueError: if the embedding sizes D differ, the query is not 1-D or 2-D, the corpus is not
+        2-D, or top_k < 1.
+    Memory: at most about MAX_BLOCK_SCORES scores are held at once, whatever N is: walk the corpus
+    in blocks of about MAX_BLOCK_SCORES // Q rows; a [Q, N] matrix of every score is not allowed.
+    The inputs are never modified.
     """
     ### BEGIN SOLUTION
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
@@ -136,7 +142,8 @@ def _topk_ties_by_index(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
 
 
 class Hit(NamedTuple):
-    """One search result: the corpus position, its cosine score and its text."""
+    """One search result: the corpus position (a Python int), its cosine score (a Python float: use
+    int(...) and float(...), not tensors) and its text."""
 
     corpus_id: int
     score: float
@@ -158,7 +165,9 @@ class SemanticIndex:
         ### END SOLUTION
 
     def add(self, texts: Sequence[str]) -> None:
-        """Encode ``texts`` once and append them to the index (corpus ids continue from len(self))."""
+        """Encode ``texts`` (a list of str) once and append them to the index (corpus ids continue from
+        len(self)). A bare str is not a list of texts: what add() does with one is left to you (this
+        reference treats it as one text; no test passes one)."""
         ### BEGIN SOLUTION
         texts = [texts] if isinstance(texts, str) else list(texts)
         if not texts:
@@ -173,7 +182,8 @@ class SemanticIndex:
         ### END SOLUTION
 
     def search(self, queries: Union[str, Sequence[str]], top_k: int = 10) -> list[list[Hit]]:
-        """The top_k hits for each query, best first: one list of Hit per query."""
+        """The top_k hits for each query, best first: one list of Hit per query (a single str is one
+        query, and gives [[hit, ...]]); min(top_k, len(self)) hits each, so none on an empty index."""
         ### BEGIN SOLUTION
         queries = [queries] if isinstance(queries, str) else list(queries)
         if not queries:

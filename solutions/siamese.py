@@ -21,7 +21,9 @@ class SiameseBert(torch.nn.Module):
 
     ``encoder`` is any Hugging Face BERT-shaped model: called as
     ``encoder(input_ids=..., attention_mask=...)`` it returns an output whose
-    ``last_hidden_state`` is [B, T, D].
+    ``last_hidden_state`` is [B, T, D] (``output[0]`` is the same tensor: use either).
+    The wrapper holds that very encoder as ``self.encoder`` (never a copy), for both sentences of a
+    pair, and ``encode`` and ``forward`` are differentiable: a loss on forward's output trains it.
     """
 
     def __init__(self, encoder: torch.nn.Module):
@@ -37,7 +39,8 @@ class SiameseBert(torch.nn.Module):
 
         Inputs:
             input_ids: [B, T] token ids (padded).
-            attention_mask: [B, T], 1 for real tokens, 0 for padding.
+            attention_mask: [B, T], 1 for real tokens, 0 for padding, wherever they are (padding on
+                the right or on the left, or holes).
         Returns:
             [B, D] float tensor, one vector per sentence.
         """
@@ -67,7 +70,8 @@ class SiameseBert(torch.nn.Module):
 
 
 def create_sbert(bert_model: torch.nn.Module) -> SiameseBert:
-    """Wrap ``bert_model`` (not a copy of it) in a SiameseBert."""
+    """Wrap ``bert_model`` itself (not a copy of it) in a SiameseBert: training the wrapper trains
+    ``bert_model``."""
     ### BEGIN SOLUTION
     return SiameseBert(bert_model)
     ### END SOLUTION

@@ -296,6 +296,16 @@ def test_cka_matrix_matches_reference(impl, reference):
     reps, what = _mixed_reps(20), "cka_matrix of 4 representations of widths 3, 7, 12, 30"
     check_matrix(impl, reference, reps, what)
     check_entry_is_linear_cka(impl, reference, reps, 1, 3, what)
+    # The docstring: the inputs are never modified. In float64 (torch.as_tensor then shares the
+    # caller's memory, so centering in place would change it), and the matrix must still be right.
+    reps64 = [r.double() for r in reps]
+    before = [r.clone() for r in reps64]
+    _check_matrix_values(tensor_result(impl.cka.cka_matrix(reps64), what), reference.cka.cka_matrix(before),
+                         f"{what} (float64)")
+    changed = [i for i, (r, b) in enumerate(zip(reps64, before)) if not torch.equal(r, b)]
+    if changed:
+        fail(f"cka_matrix changed its inputs reps{changed} in place (centering with `-=` changes the caller's "
+             "float64 tensors): center copies (X - X.mean(0)).")
 
 
 @pytest.mark.points(1)
