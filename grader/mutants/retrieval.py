@@ -340,12 +340,8 @@ def fingerprint(impl) -> dict:
 
 
 def _with_max_block_scores(impl, value: int, call):
-    """``call()`` with the submission's retrieval.MAX_BLOCK_SCORES set to ``value`` (through the sandbox
-    where it runs there: bertlab/probes.py ``substitute``), put back after."""
-    from bertlab.probes import run_probe
+    """``call()`` with the submission's retrieval.MAX_BLOCK_SCORES set to ``value`` where it runs."""
+    from bertlab.probes import substituted
 
-    previous = run_probe(impl, "substitute", impl.retrieval, "MAX_BLOCK_SCORES", value, [])
-    try:
+    with substituted(impl, impl.retrieval, "MAX_BLOCK_SCORES", value):
         return call()
-    finally:
-        run_probe(impl, "substitute", impl.retrieval, "MAX_BLOCK_SCORES", previous, [])

@@ -13,6 +13,7 @@ imported), so a submission cannot swap the function the grader asked for.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 from bertlab.teaching.pooling import pooling_gradients
@@ -54,3 +55,25 @@ def run_probe(impl, name: str, *args):
     if callable(remote):
         return remote(name)(*args)
     return PROBES[name](*args)
+
+
+@contextlib.contextmanager
+def substituted(impl, module, name: str, value):
+    """``with substituted(impl, impl.retrieval, "MAX_BLOCK_SCORES", 4096) as done:`` the code under test
+    sees ``module.name = value`` (set where it runs: the ``substitute`` probe), put back afterwards.
+    ``done`` is False, and nothing is set, where the module has no such name (a submission that deleted
+    a constant of its stub runs as written)."""
+    try:
+        previous = run_probe(impl, "substitute", module, name, value, [])
+    except AttributeError:
+        yield False
+        return
+    except Exception as exc:  # noqa: BLE001 - through the sandbox an AttributeError arrives as its report
+        if getattr(exc, "type_name", "") != "AttributeError":
+            raise
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        run_probe(impl, "substitute", module, name, previous, [])
