@@ -2,10 +2,17 @@
 
 A snapshot (``tests/fixtures/grade_snapshots/<name>.json``) holds, per student, every hidden test's
 outcome, points, message and hint as an earlier kit graded them: ``python tests/grade_snapshots.py
-COURSE OUT.json KIT`` writes one from a course graded by kit KIT. The two kept here are kit 5589abe's
-(the commit before issue 22): `bertlab demo --keep`, and `python tests/test_outside_bank.py COURSE`. test_demo.py and test_outside_bank.py compare
-today's grading of the same submissions with it, test by test, so a change that was meant to make
-grading faster cannot quietly change what a grade means.
+COURSE OUT.json KIT`` writes one from a course graded by kit KIT: `bertlab demo --keep`, and `python
+tests/test_outside_bank.py COURSE`. test_demo.py and test_outside_bank.py compare today's grading of the
+same submissions with it, test by test, so a change that was meant to make grading faster cannot
+quietly change what a grade means.
+
+The two kept here are kit 8ea4a1a's (issue 30). They were kit 5589abe's (the commit before issue 22),
+and issue 30 changed them only where it changed what is graded; against 5589abe's, test by test:
+three new tests for every student (test_pool_masks_of_any_pattern, test_search_memory_stays_bounded,
+test_search_zero_vectors_score_zero: pooling is out of 22, retrieval of 28); the line numbers in the
+stubs' "Not implemented yet" messages (the docstrings grew); erin's test_index_top_k_larger_than_index
+fails on an empty index before her hoard fills memory (0 points either way). Nothing else.
 
 What may differ, and only this:
 
