@@ -104,6 +104,16 @@ def test_masked_mean_pool_matches_a_loop(impl, seed, B, T, D, p_real):
     check_pool(impl, hidden, mask, f"random [B={B}, T={T}, D={D}]")
 
 
+def test_real_tokens_may_be_anywhere(impl):
+    # Some tokenizers pad on the left, and a mask may leave a token out: only the mask says which
+    # positions count. Row 0 is padded on the left, row 1 has holes, row 2 is padded on both sides.
+    hidden, _ = make_batch(seed=11, B=3, T=8, D=4)
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1], [1, 0, 1, 1, 0, 1, 0, 1], [0, 0, 1, 1, 1, 1, 0, 0]])
+    hidden = torch.where(mask[..., None].bool(), hidden, torch.full_like(hidden, 100.0))  # loud padding
+    check_pool(impl, hidden, mask, "a batch padded on the left, with holes, and on both sides",
+               hint=mistake_hint("pool_right_padding_assumed"))
+
+
 @property_settings(max_examples=25)
 @given(seed=st.integers(0, 2**32 - 1), extra=st.integers(1, 9))
 def test_extra_padding_changes_nothing(impl, seed, extra):
