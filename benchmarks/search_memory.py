@@ -62,13 +62,14 @@ def main() -> int:
     from bertlab_grader.hidden import test_hidden_retrieval as hidden
 
     torch.set_num_threads(1)  # as the grader's sandbox runs a submission
-    Q, (small, large), score_bytes = hidden.MEMORY_QUERIES, hidden.MEMORY_SIZES, 8
+    Q, (small, large), score_bytes = hidden.MEMORY_QUERIES, hidden.MEMORY_SIZES, hidden.SCORE_BYTES
     bar = hidden.MEMORY_GROWTH_FRACTION * Q * (large - small) * score_bytes
-    print(f"Q = {Q} float64 queries, D = {hidden.MEMORY_D}, N = {small:,} and {large:,}; a [Q, N] matrix grows "
+    print(f"Q = {Q} float32 queries, D = {hidden.MEMORY_D}, N = {small:,} and {large:,}; a [Q, N] matrix grows "
           f"{Q * score_bytes} bytes a corpus row; the bar: {bar / (large - small):.0f} bytes a row "
           f"({bar / 2**20:.0f} MiB over the {large - small:,} added rows)")
     print(f"{'search':40}{'small s':>9}{'extra N1':>11}{'extra N2':>11}{'growth/row':>12}  verdict")
-    small_q, small_c = hidden.memory_inputs(Q, hidden.MEMORY_SMALL_N)
+    small_q, small_c = hidden.memory_inputs(hidden.MEMORY_SMALL_N)
+    queries, corpus = hidden.memory_inputs(large)
     for name, search in candidates():
         search(small_q[:2], small_c[:100], top_k=3)
         started = time.perf_counter()
@@ -77,7 +78,7 @@ def main() -> int:
         if seconds > hidden.MEMORY_FAST_S:
             print(f"{name:40}{seconds:9.3f}{'':>11}{'':>11}{'':>12}  judged on its answer only (slow)")
             continue
-        extra = [search_memory(search, *hidden.memory_inputs(Q, N), 10)["extra_bytes"] for N in (small, large)]
+        extra = [search_memory(search, queries, corpus[:n], 10, [n])["extra_bytes"][0] for n in (small, large)]
         growth = (extra[1] - extra[0]) / (large - small)
         verdict = "keeps the points" if extra[1] - extra[0] <= bar else "LOSES the points"
         print(f"{name:40}{seconds:9.3f}{extra[0] / 2**20:9.0f}Mi{extra[1] / 2**20:9.0f}Mi{growth:12.0f}  {verdict}",

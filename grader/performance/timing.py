@@ -120,13 +120,16 @@ class Timing:
         return band_fraction(self.ratio)
 
     def to_record(self) -> dict:
-        """Plain numbers for ``timing_record`` (never the results: those are computed afresh)."""
-        return {"reference": self.reference, "student": self.student, "gave_up": self.gave_up}
+        """Plain numbers for ``timing_record`` (never the results: those are computed afresh, on the
+        input variant the last results answered, so a reuse quotes the same numbers)."""
+        return {"reference": self.reference, "student": self.student, "gave_up": self.gave_up,
+                "variant": self.variant}
 
     @classmethod
     def from_record(cls, entry: dict, measured_at: str) -> "Timing":
         return cls(reference=[float(t) for t in entry["reference"]], student=[float(t) for t in entry["student"]],
-                   gave_up=bool(entry.get("gave_up", False)), measured_at=measured_at)
+                   gave_up=bool(entry.get("gave_up", False)), variant=int(entry.get("variant", 0)),
+                   measured_at=measured_at)
 
     def describe(self, what: str) -> str:
         """One sentence for the student: the ratio, the times, and the band."""
@@ -255,10 +258,11 @@ def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any]
 
 def _reused(kept: dict, student: Callable[[int], Any], reference: Callable[[int], Any]) -> tuple[Timing, Any, Any]:
     """A kept measurement of identical files, with both sides called once for their results (a right
-    answer is checked afresh, on input variant 0)."""
+    answer is checked afresh, on the inputs the measurement's last results answered: the same message
+    as the measured grading's, word for word)."""
     timing = Timing.from_record(kept["timing"], kept["measured_at"])
-    _prepare(0, student, reference)
-    timing.student_result, timing.reference_result = student(0), reference(0)
+    _prepare(timing.variant, student, reference)
+    timing.student_result, timing.reference_result = student(timing.variant), reference(timing.variant)
     return timing, timing.student_result, timing.reference_result
 
 
