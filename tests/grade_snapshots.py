@@ -7,7 +7,7 @@ tests/test_outside_bank.py COURSE`. test_demo.py and test_outside_bank.py compar
 same submissions with it, test by test, so a change that was meant to make grading faster cannot
 quietly change what a grade means.
 
-The two kept here are kit 8ea4a1a's (issue 30). They were kit 5589abe's (the commit before issue 22),
+The two kept here are kit 752529c's (issue 30). They were kit 5589abe's (the commit before issue 22),
 and issue 30 changed them only where it changed what is graded; against 5589abe's, test by test:
 three new tests for every student (test_pool_masks_of_any_pattern, test_search_memory_stays_bounded,
 test_search_zero_vectors_score_zero: pooling is out of 22, retrieval of 28); the line numbers in the
