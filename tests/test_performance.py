@@ -219,7 +219,7 @@ def test_identical_files_reuse_the_first_measurement(machine, tmp_path):
     assert json.loads(record.path.read_text())["protocol"] == "p1"
     assert [json.loads(line)["protocol"] for line in record.journal.read_text().splitlines()] == ["p1"]
     (kept,) = record.all_known().values()
-    assert set(kept["linear_cka"]["timing"]) == {"reference", "student", "gave_up"}
+    assert set(kept["linear_cka"]["timing"]) == {"reference", "student", "gave_up", "variant"}
     assert all(isinstance(t, float) for side in ("reference", "student") for t in kept["linear_cka"]["timing"][side])
 
 
