@@ -7,12 +7,12 @@ tests/test_outside_bank.py COURSE`. test_demo.py and test_outside_bank.py compar
 same submissions with it, test by test, so a change that was meant to make grading faster cannot
 quietly change what a grade means.
 
-The two kept here are kit 752529c's (issue 30). They were kit 5589abe's (the commit before issue 22),
+The two kept here are kit 3e595b5's (issue 30). They were kit 5589abe's (the commit before issue 22),
 and issue 30 changed them only where it changed what is graded; against 5589abe's, test by test:
-three new tests for every student (test_pool_masks_of_any_pattern, test_search_memory_stays_bounded,
-test_search_zero_vectors_score_zero: pooling is out of 22, retrieval of 28); the line numbers in the
-stubs' "Not implemented yet" messages (the docstrings grew); erin's test_index_top_k_larger_than_index
-fails on an empty index before her hoard fills memory (0 points either way). Nothing else.
+two new tests for every student (test_pool_masks_of_any_pattern, test_search_zero_vectors_score_zero:
+pooling is out of 22, retrieval of 26); the line numbers in the stubs' "Not implemented yet"
+messages (the docstrings grew); erin's test_index_top_k_larger_than_index fails on an empty index
+before her hoard fills memory (0 points either way). Nothing else.
 
 What may differ, and only this:
 
