@@ -61,7 +61,7 @@ MISTAKES: tuple[Mistake, ...] = (
 )
 
 
-# ---- probes: measured where the code under test runs (bertlab.probes runs them by name)
+# ---- measurements: where the code under test runs (benchmarks/search_memory.py; not a graded probe yet)
 
 def search_memory(search, queries, corpus, top_k: int, sizes) -> dict:
     """``search(queries, corpus[:n], top_k=top_k)`` for each n of ``sizes``, and the memory each call
