@@ -40,7 +40,7 @@ from pathlib import Path
 KIT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(KIT_ROOT))
 
-CORRECTNESS = ("cka", "pooling", "siamese", "retrieval")
+from bertlab.tasks import EXERCISE_TASKS as CORRECTNESS  # noqa: E402  (the correctness tasks, from the registry)
 MUTANT = "pool_divide_by_length"  # a hinted mistake: its hint is looked for and found
 RUNNING = {"task": None}  # the task of the hidden test running now (set by the recorder below)
 

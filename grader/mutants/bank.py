@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -10,15 +11,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from bertlab_grader.mutants import cka, pooling, retrieval, siamese
+from bertlab.tasks import EXERCISE_TASKS
 from bertlab_grader.mutants.recipe import entry_files
 
+# Each task's bank file (Exercise.pieces: grader/mutants/<task>.py), in the registry's task order.
+_BY_TASK = {task: importlib.import_module(f"bertlab_grader.mutants.{task}") for task in EXERCISE_TASKS}
 #: Every mutant and every variant, task by task in the kit's task order.
-MUTANTS = cka.MUTANTS + pooling.MUTANTS + siamese.MUTANTS + retrieval.MUTANTS
-VARIANTS = cka.VARIANTS + pooling.VARIANTS + siamese.VARIANTS + retrieval.VARIANTS
+MUTANTS = tuple(m for module in _BY_TASK.values() for m in module.MUTANTS)
+VARIANTS = tuple(v for module in _BY_TASK.values() for v in module.VARIANTS)
 #: task -> its behaviour fingerprint (grader/mutants/fingerprint.py), which the hints compare.
-FINGERPRINTS = {"cka": cka.fingerprint, "pooling": pooling.fingerprint, "siamese": siamese.fingerprint,
-                "retrieval": retrieval.fingerprint}
+FINGERPRINTS = {task: module.fingerprint for task, module in _BY_TASK.items()}
 
 
 @dataclass(frozen=True)

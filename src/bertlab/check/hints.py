@@ -4,15 +4,12 @@ the task's idea to reread (bertlab/teaching/<task>.py), the concept page, and th
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 from typing import Optional
 
 from bertlab.mistakes import hint as mistake_hint
-from bertlab.teaching import cka as teaching_cka
-from bertlab.teaching import pooling as teaching_pooling
-from bertlab.teaching import retrieval as teaching_retrieval
-from bertlab.teaching import siamese as teaching_siamese
 from bertlab.tasks import EXERCISE_TASKS, exercise
 from bertlab.check.events import TIMEOUT_ENV
 from bertlab.check.run import CheckRun, NOT_STARTED, PASSED, TestResult
@@ -22,8 +19,8 @@ from bertlab.check.run import CheckRun, NOT_STARTED, PASSED, TestResult
 _IMPORT_ERROR = re.compile(r"\b(SyntaxError|IndentationError|TabError|ImportError|ModuleNotFoundError)\b")
 
 # What a wrong value most often means, task by task: the idea to reread.
-_TASK_IDEA = {task: module.IDEA for task, module in (("cka", teaching_cka), ("pooling", teaching_pooling),
-                                                     ("siamese", teaching_siamese), ("retrieval", teaching_retrieval))}
+# Each task's teaching module (Exercise.pieces: src/bertlab/teaching/<task>.py), read from the registry.
+_TASK_IDEA = {task: importlib.import_module(f"bertlab.teaching.{task}").IDEA for task in EXERCISE_TASKS}
 
 # How a kind of failure any task can show reads in a failure message (the checks' wording, pytest's,
 # or the exception a test reports), and the known mistake (bertlab/mistakes.py) it points at; the
