@@ -90,7 +90,7 @@ def main() -> int:
         if seconds > FAST_S:
             print(f"{name:40}{seconds:9.3f}{'':>11}{'':>11}{'':>12}  too slow to measure here")
             continue
-        extra = [search_memory(search, queries, corpus[:n], 10, [n])["extra_bytes"][0] for n in SIZES]
+        extra = [search_memory(search, queries, corpus[:n], 10)["extra_bytes"] for n in SIZES]
         growth = (extra[1] - extra[0]) / (large - small)
         verdict = "under the bar" if extra[1] - extra[0] <= bar else "OVER the bar"
         print(f"{name:40}{seconds:9.3f}{extra[0] / 2**20:9.0f}Mi{extra[1] / 2**20:9.0f}Mi{growth:12.0f}  {verdict}",

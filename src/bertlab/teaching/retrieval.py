@@ -63,33 +63,26 @@ MISTAKES: tuple[Mistake, ...] = (
 
 # ---- measurements: where the code under test runs (benchmarks/search_memory.py; not a graded probe yet)
 
-def search_memory(search, queries, corpus, top_k: int, sizes) -> dict:
-    """``search(queries, corpus[:n], top_k=top_k)`` for each n of ``sizes``, and the memory each call
-    held beyond its inputs.
+def search_memory(search, queries, corpus, top_k: int) -> dict:
+    """``search(queries, corpus, top_k=top_k)`` once, and the memory it held beyond its inputs.
 
     The docstring of semantic_search promises "at most about MAX_BLOCK_SCORES scores are held at
     once, whatever N is"; the memory is read in this process (bertlab.peak_memory: its resident peak
     during the call, less its size before), after one small call has loaded whatever the code loads
-    once. Each size is a view of the corpus's first rows. Used by benchmarks/search_memory.py; no
-    hidden test grades the promise yet (docs/hidden-suites.md, "Limits").
+    once. Used by benchmarks/search_memory.py; no hidden test grades the promise yet
+    (docs/hidden-suites.md, "Limits").
 
     Inputs:
-        queries: [Q, D]; corpus: [N, D], N >= max(sizes) (the caller's tensors: the search must not
-        need a copy made for it, so none is).
+        queries: [Q, D]; corpus: [N, D] (the caller's tensors: the search must not need a copy made
+        for it, so none is).
     Returns (plain data only):
         {"measured": whether this process can measure its memory, "why": why not (else ""),
-         "extra_bytes": [the peak extra resident memory of the call on each size],
-         "results": [what the search returned on each size (scores [Q, k], indices [Q, k])]}
+         "extra_bytes": the peak extra resident memory of the call,
+         "result": what the search returned (scores [Q, k], indices [Q, k])}
     """
     search(queries[:2], corpus[:1000], top_k=top_k)  # warm: lazy imports and first-call buffers
-    report = {"measured": True, "why": "", "extra_bytes": [], "results": []}
-    for n in sizes:
-        rows = corpus[:n]
-        try:
-            extra, result = extra_memory(lambda: search(queries, rows, top_k=top_k))
-        except MemoryUnmeasurable as exc:
-            return {"measured": False, "why": str(exc), "extra_bytes": [], "results": []}
-        report["extra_bytes"].append(int(extra))
-        report["results"].append(result)
-        del result
-    return report
+    try:
+        extra, result = extra_memory(lambda: search(queries, corpus, top_k=top_k))
+    except MemoryUnmeasurable as exc:
+        return {"measured": False, "why": str(exc), "extra_bytes": 0, "result": None}
+    return {"measured": True, "why": "", "extra_bytes": int(extra), "result": result}
