@@ -40,14 +40,14 @@ def reference_record(task: str) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def known_mistakes(task: str) -> tuple:
-    """((entry, record), ...) for every mutant of ``task`` that is a known mistake, i.e. has a record
-    of its name in bertlab/mistakes.py (computed once)."""
+    """((entry, record), ...) for every mutant of ``task`` whose known mistake (its record in
+    bertlab/mistakes.py) a fingerprint can show, i.e. that carries a hint (computed once)."""
     from bertlab.implementations import load_directory
     from bertlab_grader.mutants.bank import load_bank
 
     found = []
     for entry in load_bank(kinds=("mutant",)):
-        if entry.task == task and find_mistake(entry.name) is not None:
+        if entry.task == task and entry.hint:  # a known mistake that a fingerprint can show
             found.append((entry, fingerprint(load_directory(entry.path), task)))
     return tuple(found)
 

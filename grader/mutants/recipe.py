@@ -29,8 +29,10 @@ class Mutant:
     @property
     def hint(self) -> str:
         """What grader/grading/hints.py tells a student whose code behaves like this mutant: the
-        record of the table of known mistakes (bertlab/mistakes.py) with the mutant's name."""
-        return mistake(self.name).hint
+        record of the table of known mistakes (bertlab/mistakes.py) with the mutant's name; nothing
+        for a mistake that no returned value shows (its hidden test names it instead)."""
+        known = mistake(self.name)
+        return known.hint if known.fingerprinted else ""
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,11 @@ MUTANTS = (
              "    corpus_block = max(k, MAX_BLOCK_SCORES // max(n_queries, 1))"),
             ("            indices = torch.cat([best_indices[kept], block_indices + c0], dim=1)",
              "            indices = torch.cat([best_indices[kept], block_indices], dim=1)"))),
+    Mutant("ret_no_blocking", "retrieval", "retrieval.py",
+           "scores every query against the whole corpus at once: a [Q, N] matrix, whatever N is",
+           (("    corpus_block = _balanced(n_corpus, max(k, MAX_BLOCK_SCORES // max(n_queries, 1), 4096))\n"
+             "    query_block = _balanced(n_queries, max(1, MAX_BLOCK_SCORES // max(corpus_block, 1)))",
+             "    corpus_block, query_block = max(n_corpus, 1), max(n_queries, 1)  # everything at once"),)),
     Mutant("ret_top_k_zero_accepted", "retrieval", "retrieval.py",
            "top_k < 1 is not rejected",
            (("    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:\n",

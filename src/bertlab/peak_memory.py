@@ -14,9 +14,9 @@ they allocated: every allocator (torch's, NumPy's, Python's own) shows up in it 
    /proc/self/clear_refs (Linux 4.0 and later), and the resident size (VmRSS) is read.
 3. The call runs; the peak minus the size before it is the extra memory it held at its worst moment.
 
-benchmarks/search_memory.py measures semantic_search's memory promise with it (not graded yet:
-docs/hidden-suites.md, "Limits"). The file functions are bound when this module is imported, so code
-imported later that replaces ``open`` or ``os.read`` does not change what is read here.
+The grader runs this where the code under test runs (bertlab.probes, in the sandbox). The file
+functions are bound when this module is imported, before any submitted code is, so a submission
+that replaces ``open`` or ``os.read`` does not change what is read here.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import contextlib
 from typing import Callable
 
 from bertlab.teaching.pooling import pooling_gradients
+from bertlab.teaching.retrieval import search_memory
 from bertlab.teaching.siamese import disjoint_pair_batch, siamese_gradients  # noqa: F401  (disjoint_pair_batch: the tests' input)
 
 
@@ -42,6 +43,7 @@ def substitute(module, name: str, replacement, dependents=()):
 PROBES: dict[str, Callable[..., dict]] = {
     "siamese_gradients": siamese_gradients,
     "pooling_gradients": pooling_gradients,
+    "search_memory": search_memory,
     "substitute": substitute,
 }
 

@@ -14,3 +14,6 @@ class Mistake:
     task: Optional[str]  # the task it belongs to; None for a kind of failure of any task
     name: str            # a short name of the mistake
     hint: str            # the teaching text shown to the student
+    # False for a mistake no returned value shows (the memory a call holds): the hidden test that
+    # measures it says the hint in its own message, and the behaviour fingerprints never look for it.
+    fingerprinted: bool = True

@@ -38,6 +38,13 @@ MISTAKES: tuple[Mistake, ...] = (
             "Your search blocks the corpus by MAX_BLOCK_SCORES // Q rows, as the docstring asks, but reports "
             "an index found inside a block as its position in that block: add the block's start (every block "
             "after the first starts past row 0)."),
+    Mistake("ret_no_blocking", "retrieval", "the whole [Q, N] score matrix at once",
+            "Your search scores every query against the whole corpus at once: its memory grows with N, a "
+            "[Q, N] matrix of scores. The docstring promises at most about MAX_BLOCK_SCORES scores at once, "
+            "whatever N is (a million texts and a few hundred queries would not fit otherwise): walk the "
+            "corpus in blocks of MAX_BLOCK_SCORES // Q rows, score one block at a time, and keep a running "
+            "top-k (merge each block's best k with the best so far, and add the block's start to its indices).",
+            fingerprinted=False),
     Mistake("ret_top_k_zero_accepted", "retrieval", "top_k < 1 accepted",
             "Your search accepts top_k = 0 or negative: raise a ValueError for top_k < 1."),
     Mistake("ret_dim_mismatch_runtime", "retrieval", "different D not rejected",
@@ -61,7 +68,7 @@ MISTAKES: tuple[Mistake, ...] = (
 )
 
 
-# ---- measurements: where the code under test runs (benchmarks/search_memory.py; not a graded probe yet)
+# ---- probes: where the code under test runs (bertlab.probes)
 
 def search_memory(search, queries, corpus, top_k: int) -> dict:
     """``search(queries, corpus, top_k=top_k)`` once, and the memory it held beyond its inputs.
@@ -69,8 +76,8 @@ def search_memory(search, queries, corpus, top_k: int) -> dict:
     The docstring of semantic_search promises "at most about MAX_BLOCK_SCORES scores are held at
     once, whatever N is"; the memory is read in this process (bertlab.peak_memory: its resident peak
     during the call, less its size before), after one small call has loaded whatever the code loads
-    once. Used by benchmarks/search_memory.py; no hidden test grades the promise yet
-    (docs/hidden-suites.md, "Limits").
+    once. The hidden test test_search_memory_stays_bounded calls it where the submission runs (the
+    probe "search_memory"), at two corpus sizes; benchmarks/search_memory.py prints its figures.
 
     Inputs:
         queries: [Q, D]; corpus: [N, D] (the caller's tensors: the search must not need a copy made
