@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bertlab.tasks import EXERCISE_FILES
+
 
 def _cmd_demo(args) -> int:
     from bertlab_grader.commands.demo import run_demo
@@ -109,7 +111,7 @@ def register(sub) -> None:
     p.set_defaults(func=_cmd_grade)
 
     p = sub.add_parser("grade-one", help="[instructor] grade one submission directory")
-    p.add_argument("submission", help="directory with cka.py, pooling.py, siamese.py, retrieval.py")
+    p.add_argument("submission", help=f"directory with {', '.join(EXERCISE_FILES)}")
     p.add_argument("--json", action="store_true", help="print results.json to stdout")
     p.add_argument("--student", default=None, help="student id to record (default: the directory name)")
     _grading_flags(p)

@@ -109,7 +109,8 @@ def test_replacing_the_kits_probe_changes_nothing_the_grader_calls():
     # fake_probe encodes under no_grad and swaps bertlab.probes' gradient probe for a liar at import.
     # A sandbox of its own: the worker builds a BERT here, which the short limits of `sb` do not allow.
     from bertlab.models import named_model
-    from bertlab.probes import disjoint_pair_batch, run_probe
+    from bertlab.probes import run_probe
+    from bertlab.teaching.siamese import disjoint_pair_batch
 
     if launcher._find_bwrap() is None:
         pytest.skip("bubblewrap (bwrap) is not installed: the red-team suite needs the real sandbox")

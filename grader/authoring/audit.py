@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 from bertlab_grader.mutants import Entry, load_bank
+from bertlab_grader.authoring.task_coverage import coverage_gaps
 from bertlab.tasks import EXERCISE_TASKS
 from bertlab_grader.core.points import POINTS_EPSILON
 
@@ -194,7 +195,10 @@ def run_audit(only: Optional[str] = None, workers: Optional[int] = None, *, incl
     rows = run_rows(jobs_for(entries, tasks, check_hints, include_reference and only is None), workers)
     elapsed = time.monotonic() - started
     print(format_table(rows, tasks), file=out)
-    bad = [r for r in rows if not r.ok]
+    gaps = coverage_gaps()
+    if gaps:
+        print("\nTasks the kit cannot fully grade or teach yet:\n" + "\n".join(f"  {g}" for g in gaps), file=out)
+    bad = [r for r in rows if not r.ok] + gaps
     mutants = [r for r in rows if r.kind == "mutant"]
     variants = [r for r in rows if r.kind == "variant"]
     print(f"\n{sum(r.verdict == 'caught' for r in mutants)}/{len(mutants)} mutants caught in their own task only; "

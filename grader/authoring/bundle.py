@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from bertlab import __version__
-from bertlab.tasks import EXERCISE_MODULES
+from bertlab.tasks import EXERCISE_MODULES, EXERCISES
 from bertlab_grader.core.locations import (DOCS_DIR, PUBLIC_TESTS_DIR, STUDENT_PACKAGE_DIR)
 from bertlab_grader.authoring.stubs import expected_exercises
 
@@ -25,21 +25,28 @@ JUNK_NAMES = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".hypothesis
               ".DS_Store"}
 JUNK_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 
-STUDENT_README = """\
+_NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _tasks_section() -> str:
+    """The README's opening and task table, from the registry (bertlab/tasks.py)."""
+    count = len(EXERCISES)
+    word = _NUMBER_WORDS[count] if count < len(_NUMBER_WORDS) else str(count)
+    rows = "\n".join(f"| {e.name} | `exercises/{e.filename}` | {', '.join(f'`{f}`' for f in e.functions)}"
+                     f"{': ' + e.summary if e.summary else ''} |" for e in EXERCISES)
+    uses = [f"{e.name} uses your {' and '.join(e.uses)}" for e in EXERCISES if e.uses]
+    order = "Work in that order" + (f": {'; '.join(uses)}." if uses else ".")
+    return (f"You implement {word} small piece{'s' if count != 1 else ''} of the lesson, test them with one command, "
+            "then use them in the\nlesson notebook (`exercises/Week_7_encoder.ipynb`).\n\n"
+            "| task | file | what you write |\n| --- | --- | --- |\n" + rows + "\n\n" + order + "\n\n")
+
+
+_README_TITLE = """\
 # bertlab, week 7: transfer learning with BERT and Sentence-BERT
 
-You implement four small pieces of the lesson, test them with one command, then use them in the
-lesson notebook (`exercises/Week_7_encoder.ipynb`).
+"""
 
-| task | file | what you write |
-| --- | --- | --- |
-| cka | `exercises/cka.py` | `linear_cka`, `cka_matrix`: how similar two layers' representations are |
-| pooling | `exercises/pooling.py` | `masked_mean_pool`: one vector per sentence, padding ignored |
-| siamese | `exercises/siamese.py` | `SiameseBert`, `create_sbert`: Sentence-BERT around one shared encoder |
-| retrieval | `exercises/retrieval.py` | `semantic_search`, `SemanticIndex`: top-k search by cosine, in blocks |
-
-Work in that order: siamese uses your pooling, and retrieval is easiest once siamese works.
-
+_README_REST = """\
 ## Set-up (Python 3.10 or newer; everything runs offline on a CPU)
 
 ```bash
@@ -55,8 +62,8 @@ multi-gigabyte GPU build. (Where your instructor's machine already holds the CPU
 
 ```bash
 bertlab check
-bertlab check --task cka
-bertlab check --task cka -v
+bertlab check --task {first}
+bertlab check --task {first} -v
 ```
 
 `bertlab check` runs the public tests on your `exercises/` and prints, per task, how many tests pass,
@@ -65,7 +72,7 @@ with status 0 only when every task passes. Run it anywhere in this folder (or pa
 The same tests, installed with the `bertlab` package, run with plain pytest from this folder:
 
 ```bash
-python -m pytest --pyargs bertlab.public_tests -m cka
+python -m pytest --pyargs bertlab.public_tests -m {first}
 ```
 
 Your instructor grades with more tests than these, so passing here is necessary, not sufficient:
@@ -78,6 +85,11 @@ read the docstrings (Inputs, Returns, Raises) and handle every case they describ
 - `docs/concepts/`: one page per idea of the lesson (CKA, inside BERT, fine-tuning, pooling, Sentence-BERT,
   semantic search).
 """
+
+
+#: The student bundle's README.md: the tasks from the registry, then the set-up and how to check.
+STUDENT_README = (_README_TITLE + _tasks_section()
+                  + _README_REST.replace("{first}", EXERCISES[0].name))
 
 BUNDLE_GITIGNORE = """\
 __pycache__/

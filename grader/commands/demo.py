@@ -15,6 +15,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.core.locations import DEMO_COHORT_DIR as COHORT_DIR
 from bertlab_grader.core.locations import reference_sources
 from bertlab_grader.grading.preflight import shortfall
@@ -22,9 +23,8 @@ from bertlab_grader.authoring.stubs import expected_exercises
 
 ASSIGNMENT = "week7"
 
-# dave's bugs: (mutant of the bank, grader/mutants/<task>.py; the file taken from it).
-BUGGY_FROM_BANK = (("cka_no_centering", "cka.py"), ("pool_divide_by_length", "pooling.py"),
-                   ("ret_ascending", "retrieval.py"))
+# dave's bugs: mutants of the bank (grader/mutants/<task>.py), each replacing its one file.
+BUGGY_FROM_BANK = ("cka_no_centering", "pool_divide_by_length", "ret_ascending")
 
 
 def _stub_files() -> dict[str, str]:
@@ -35,16 +35,20 @@ def _buggy_files() -> dict[str, str]:
     from bertlab_grader.mutants import load_bank
 
     files = reference_sources()
-    for mutant, filename in BUGGY_FROM_BANK:
-        entry, = load_bank(mutant, kinds=("mutant",))
-        files[filename] = (entry.path / filename).read_text()
+    for mutant in BUGGY_FROM_BANK:
+        found = [e for e in load_bank(mutant, kinds=("mutant",)) if e.name == mutant]
+        if not found:
+            continue  # a task this kit's registry no longer has (bertlab remove-task)
+        entry = found[0]
+        files[entry.file] = (entry.path / entry.file).read_text()
     return files
 
 
 def cohort() -> dict[str, dict[str, str]]:
     """student -> {filename: source} for the directory submissions of the demo."""
     solution, stubs = reference_sources(), _stub_files()
-    partial = {name: (solution if name in ("cka.py", "pooling.py") else stubs)[name] for name in solution}
+    done = EXERCISE_FILES[:2]  # carol finished the first two tasks and left the others as stubs
+    partial = {name: (solution if name in done else stubs)[name] for name in solution}
     hostile = {p.name: p.read_text() for p in sorted((COHORT_DIR / "erin").glob("*.py"))}
     return {"alice": solution, "bob": stubs, "carol": partial, "dave": _buggy_files(), "erin": hostile}
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from bertlab_grader.core.locations import COURSE_TEMPLATES
+from bertlab.tasks import EXERCISE_FILES
 
 if TYPE_CHECKING:  # nbformat is imported where a notebook is built: its jsonschema costs a second at import
     import nbformat
@@ -63,7 +64,7 @@ def _intro(assignment: str, max_points: Mapping[str, float]) -> str:
     total = _fmt(sum(max_points.values()))
     return (
         f"# {assignment}: graded tasks\n\n"
-        "Your submission (`cka.py`, `pooling.py`, `siamese.py`, `retrieval.py`) is graded by automatic "
+        f"Your submission ({', '.join(f'`{name}`' for name in EXERCISE_FILES)}) is graded by automatic "
         "tests, one group per task. Each cell below is one task; in your feedback it lists every test of "
         "that task with its outcome, the points it earned and a message saying what it checked or found.\n\n"
         "| task | points |\n| --- | --- |\n"

@@ -10,6 +10,7 @@ from bertlab_grader.core.failures import UsageError
 
 from bertlab_grader.course.pool import RunStopped, _check_sandbox, open_sandbox
 from bertlab_grader.course.results import format_gradebook
+from bertlab.tasks import EXERCISE_FILES
 
 
 def grade_one(submission: Path, student: str | None = None, assignment: str = "week7",
@@ -22,13 +23,13 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
 
     submission = Path(submission).resolve()
     if not submission.is_dir():
-        raise UsageError(f"{submission} is not a directory holding cka.py, pooling.py, siamese.py, retrieval.py")
+        raise UsageError(f"{submission} is not a directory holding {', '.join(EXERCISE_FILES)}")
     student = student or submission.name
     if not valid_id(student):
         raise UsageError(f"{student!r} cannot be a student id; pass --student NAME")
     sources = read_submission_sources(submission)
     if not sources:
-        raise UsageError(f"{submission} holds none of cka.py, pooling.py, siamese.py, retrieval.py")
+        raise UsageError(f"{submission} holds none of {', '.join(EXERCISE_FILES)}")
     _check_sandbox(unsafe_no_sandbox)
     sandbox = open_sandbox([str(submission.parent)], None, unsafe_no_sandbox)
     try:

@@ -97,6 +97,17 @@ _SCHEMA_VALIDATOR = None
 _FAST_SCHEMA_CHECK = None
 
 
+def registry_schema_text() -> str:
+    """results.schema.json as it must read for the registry's tasks: the file's text with the task
+    enum (``$defs.test.properties.task``) set to bertlab/tasks.py's GRADED_TASKS. ``bertlab new-task``
+    and ``remove-task`` write it; tests/test_registry.py checks the file against it."""
+    from bertlab.tasks import GRADED_TASKS
+
+    schema = json.loads(RESULTS_SCHEMA.read_text(encoding="utf-8"))
+    schema["$defs"]["test"]["properties"]["task"]["enum"] = list(GRADED_TASKS)
+    return json.dumps(schema, indent=2) + "\n"
+
+
 def check_results_schema(result: Mapping) -> None:
     """Raise ValueError unless ``result`` is a results.json document as ``results.schema.json`` (the
     published format, docs/results-format.md) describes it. Every results.json the kit writes, and

@@ -1,8 +1,10 @@
-"""Grading segments: a submission's hidden tests in four groups of tasks, each group graded in a
-fresh process of the submission that imports only the modules its tests call.
+"""Grading segments: a submission's hidden tests in groups of tasks, each group graded in a fresh
+process of the submission that imports only the modules its tests call. The groups come from the
+registry (``bertlab.tasks.task_groups``: a task shares a segment with the tasks it ``uses``), and the
+performance task comes last. With the kit's four tasks:
 
     segment 0   cka                  imports cka.py
-    segment 1   pooling, siamese     imports pooling.py, siamese.py (siamese's tests call pooling)
+    segment 1   pooling, siamese     imports pooling.py, siamese.py (siamese uses pooling)
     segment 2   retrieval            imports retrieval.py
     segment 3   performance          imports all four, times them, then the hints of every task
 
@@ -14,8 +16,8 @@ hung is not imported again (grader/sandbox/session.py).
 
 Why segments: a hostile submission's hangs cost their time limit one after the other. One that hangs
 in cka.py's import and again in pooling's function pays 20 s + 20 s in one process. Since no segment
-before the last calls a module of another (segment 1 is the only one that calls two, and holds both),
-the first three can also run at once, on different grader workers, and give the same grades:
+before the last calls a module of another (a segment whose tests call two modules holds both),
+all but the last can also run at once, on different grader workers, and give the same grades:
 
 - the memos a segment could take from an earlier one are about calls it never makes (another
   module's functions) or modules it never imports first (another task's);
@@ -30,9 +32,9 @@ grader/course/pool.py), so that one slow submission at the end does not leave th
 
 from __future__ import annotations
 
-from bertlab.tasks import EXERCISE_MODULES, GRADED_TASKS, PERFORMANCE, exercise
+from bertlab.tasks import EXERCISE_MODULES, GRADED_TASKS, PERFORMANCE, exercise, task_groups
 
-SEGMENTS: tuple[tuple[str, ...], ...] = (("cka",), ("pooling", "siamese"), ("retrieval",), (PERFORMANCE,))
+SEGMENTS: tuple[tuple[str, ...], ...] = task_groups() + ((PERFORMANCE,),)
 FINAL = len(SEGMENTS) - 1  # the performance segment: last, after every other; the hints run in it
 
 assert sorted(t for seg in SEGMENTS for t in seg) == sorted(GRADED_TASKS), "every graded task in one segment"

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from .errors import unfinished
 from .mistakes import hint as mistake_hint
+from .tasks import EXERCISES
 
 
 def fail(message: str):
@@ -90,17 +91,9 @@ def call_on_valid_input(call, what: str, why_valid: str, advice: str):
 # A stub not implemented yet; exceptions that are not a wrong answer
 # ---------------------------------------------------------------------------------------------
 
-# Where to start when a task is still a stub (shown with the NotImplementedError).
-TASK_START = {
-    "cka": "Start with linear_cka in exercises/cka.py: center the columns of X and Y, then apply the "
-           "formula in its docstring in float64; cka_matrix can then call it for every pair.",
-    "pooling": "Start with masked_mean_pool in exercises/pooling.py: sum the hidden states of the "
-               "positions whose mask is 1 and divide by how many there are (at least 1).",
-    "siamese": "Start with create_sbert and SiameseBert in exercises/siamese.py: keep the encoder, "
-               "encode = masked_mean_pool of its last_hidden_state, forward = cosine of two encodes.",
-    "retrieval": "Start with semantic_search in exercises/retrieval.py (cosine scores, top-k, ties by "
-                 "ascending index, in blocks), then SemanticIndex on top of it.",
-}
+# Where to start when a task is still a stub (shown with the NotImplementedError): the registry's
+# ``start`` of each task (bertlab/tasks.py).
+TASK_START = {e.name: e.start for e in EXERCISES}
 
 
 def not_implemented_message(test_task: Optional[str], exc: BaseException) -> str:

@@ -2,10 +2,10 @@
 
 Targets: ``"reference"`` (the instructor kit's ``bertlab_grader.solutions``; not in the student
 bundle), ``"exercises"`` (the student's exercises folder, found from the working directory: see
-bertlab/workspace.py) or the path of a directory holding the four exercise files.
+bertlab/workspace.py) or the path of a directory holding the exercise files.
 
-An Implementation has one attribute per exercise module (``cka``, ``pooling``, ``siamese``,
-``retrieval``), each exposing the names its exercise defines (bertlab/tasks.py). Tests only ever see this object, so the same test
+An Implementation has one attribute per exercise module of the registry (bertlab/tasks.py:
+``impl.<module>``), each exposing the names its exercise defines. Tests only ever see this object, so the same test
 runs against any of them (and, when grading, against a sandboxed proxy with the same attributes).
 
 In-process loading runs the code in this process: fine for the kit's own solutions and for a
@@ -18,7 +18,6 @@ import importlib
 import sys
 import types
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -26,15 +25,20 @@ from .errors import UsageError
 from .tasks import EXERCISE_MODULES
 
 
-@dataclass
 class Implementation:
-    """The four exercise modules of one implementation, and where they came from."""
+    """The exercise modules of one implementation (``impl.<module>`` for every module of the
+    registry), and where they came from (``name``)."""
 
-    name: str
-    cka: ModuleType
-    pooling: ModuleType
-    siamese: ModuleType
-    retrieval: ModuleType
+    def __init__(self, name: str, **modules: ModuleType):
+        missing = sorted(set(EXERCISE_MODULES) - set(modules))
+        if missing:
+            raise TypeError(f"an Implementation needs every exercise module; missing {missing}")
+        self.name = name
+        for module, value in modules.items():
+            setattr(self, module, value)
+
+    def __repr__(self) -> str:
+        return f"Implementation({self.name!r})"
 
 
 REFERENCE_PACKAGE = "bertlab_grader.solutions"
@@ -53,10 +57,10 @@ def load_reference() -> Implementation:
 
 
 def load_directory(directory: Path) -> Implementation:
-    """Import cka.py, pooling.py, siamese.py, retrieval.py from ``directory`` as a fresh package.
+    """Import every exercise file (bertlab/tasks.py's EXERCISE_FILES) from ``directory`` as a fresh package.
 
     The package gets a unique name so two directories never share cached modules, and
-    ``from .pooling import masked_mean_pool`` inside siamese.py finds the same directory's pooling.
+    a module that imports another relatively (``from .<module> import ...``) finds the same directory's.
     """
     directory = Path(directory).resolve()
     missing = [f"{t}.py" for t in EXERCISE_MODULES if not (directory / f"{t}.py").is_file()]
@@ -74,7 +78,7 @@ def load_directory(directory: Path) -> Implementation:
 
 
 def load_implementation(target: str = "exercises") -> Implementation:
-    """``"reference"``, ``"exercises"`` (found from the working directory), or a directory holding the four files."""
+    """``"reference"``, ``"exercises"`` (found from the working directory), or a directory holding the exercise files."""
     if target == "reference":
         return load_reference()
     if target == "exercises":

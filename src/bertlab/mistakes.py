@@ -15,13 +15,24 @@ A hint says what to change and why, never the solution: these texts ship to stud
 
 from __future__ import annotations
 
+import importlib
 from typing import Optional
 
-from bertlab.teaching import any_task, cka, pooling, retrieval, siamese
+from bertlab.tasks import EXERCISES
+from bertlab.teaching import any_task
 from bertlab.teaching.records import Mistake  # noqa: F401  (re-exported)
 
-MISTAKES: tuple[Mistake, ...] = (cka.MISTAKES + pooling.MISTAKES + siamese.MISTAKES + retrieval.MISTAKES
-                                 + any_task.MISTAKES)
+
+def _task_mistakes(task: str) -> tuple[Mistake, ...]:
+    """teaching/<task>.py's MISTAKES; an ImportError naming the missing piece otherwise."""
+    try:
+        return tuple(importlib.import_module(f"bertlab.teaching.{task}").MISTAKES)
+    except (ModuleNotFoundError, AttributeError) as exc:
+        raise ImportError(f"task {task!r} has no teaching: src/bertlab/teaching/{task}.py must define MISTAKES "
+                          f"(`bertlab new-task` writes one; {exc})") from None
+
+
+MISTAKES: tuple[Mistake, ...] = tuple(m for e in EXERCISES for m in _task_mistakes(e.name)) + any_task.MISTAKES
 
 _BY_ID: dict[str, Mistake] = {m.id: m for m in MISTAKES}
 assert len(_BY_ID) == len(MISTAKES), "two mistakes share an id"

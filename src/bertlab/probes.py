@@ -14,11 +14,10 @@ imported), so a submission cannot swap the function the grader asked for.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from typing import Callable
 
-from bertlab.teaching.pooling import pooling_gradients
-from bertlab.teaching.retrieval import search_memory
-from bertlab.teaching.siamese import disjoint_pair_batch, siamese_gradients  # noqa: F401  (disjoint_pair_batch: the tests' input)
+from bertlab.tasks import EXERCISES
 
 
 def substitute(module, name: str, replacement, dependents=()):
@@ -40,12 +39,18 @@ def substitute(module, name: str, replacement, dependents=()):
     return previous
 
 
-PROBES: dict[str, Callable[..., dict]] = {
-    "siamese_gradients": siamese_gradients,
-    "pooling_gradients": pooling_gradients,
-    "search_memory": search_memory,
-    "substitute": substitute,
-}
+def _task_probes() -> dict[str, Callable[..., dict]]:
+    """Every task's probes: the ``PROBES`` dict of src/bertlab/teaching/<task>.py, where it has one."""
+    found: dict[str, Callable[..., dict]] = {}
+    for e in EXERCISES:
+        for name, probe in getattr(importlib.import_module(f"bertlab.teaching.{e.name}"), "PROBES", {}).items():
+            if name in found:
+                raise ValueError(f"two tasks define the probe {name!r}")
+            found[name] = probe
+    return found
+
+
+PROBES: dict[str, Callable[..., dict]] = {**_task_probes(), "substitute": substitute}
 
 
 def run_probe(impl, name: str, *args):

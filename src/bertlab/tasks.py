@@ -14,12 +14,21 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Exercise:
-    """One task a student implements: ``exercises/<module>.py`` defines ``functions``."""
+    """One task a student implements: ``exercises/<module>.py`` defines ``functions``.
+
+    Everything the rest of the kit needs to know about a task beyond its own pieces (``pieces()``) is
+    recorded here: the grader's segments, ``bertlab check --watch``'s dependency map, the student
+    README's table, the "where to start" message and ``bertlab remove-task``'s refusal are derived
+    from these fields, never written again elsewhere.
+    """
 
     name: str                   # the task, as in markers, results.json and `bertlab check --task`
     module: str                 # exercises/<module>.py (and the reference's file of the same name)
     functions: tuple[str, ...]  # what the stub leaves to the student, in the order to write them
     concept: str                # the concept page under docs/concepts/
+    summary: str = ""           # the student README's table: what the functions do, in a few words
+    start: str = ""             # shown while the stub is untouched: the first thing to write
+    uses: tuple[str, ...] = ()  # the tasks whose modules this task's code imports (siamese uses pooling)
 
     @property
     def filename(self) -> str:
@@ -42,10 +51,23 @@ class Exercise:
 
 
 EXERCISES: tuple[Exercise, ...] = (
-    Exercise("cka", "cka", ("linear_cka", "cka_matrix"), "1-cka.md"),
-    Exercise("pooling", "pooling", ("masked_mean_pool",), "4a-pooling.md"),
-    Exercise("siamese", "siamese", ("SiameseBert", "create_sbert"), "4b-siamese.md"),
-    Exercise("retrieval", "retrieval", ("semantic_search", "SemanticIndex"), "5-retrieval.md"),
+    Exercise("cka", "cka", ("linear_cka", "cka_matrix"), "1-cka.md",
+             summary="how similar two layers' representations are",
+             start="Start with linear_cka in exercises/cka.py: center the columns of X and Y, then apply the "
+                   "formula in its docstring in float64; cka_matrix can then call it for every pair."),
+    Exercise("pooling", "pooling", ("masked_mean_pool",), "4a-pooling.md",
+             summary="one vector per sentence, padding ignored",
+             start="Start with masked_mean_pool in exercises/pooling.py: sum the hidden states of the "
+                   "positions whose mask is 1 and divide by how many there are (at least 1)."),
+    Exercise("siamese", "siamese", ("SiameseBert", "create_sbert"), "4b-siamese.md",
+             summary="Sentence-BERT around one shared encoder",
+             start="Start with create_sbert and SiameseBert in exercises/siamese.py: keep the encoder, "
+                   "encode = masked_mean_pool of its last_hidden_state, forward = cosine of two encodes.",
+             uses=("pooling",)),
+    Exercise("retrieval", "retrieval", ("semantic_search", "SemanticIndex"), "5-retrieval.md",
+             summary="top-k search by cosine, in blocks",
+             start="Start with semantic_search in exercises/retrieval.py (cosine scores, top-k, ties by "
+                   "ascending index, in blocks), then SemanticIndex on top of it."),
 )
 
 #: The exercise tasks in the order students do them (and reports list them).
@@ -66,3 +88,42 @@ def exercise(name: str) -> Exercise:
         if e.name == name:
             return e
     raise KeyError(f"no task {name!r}; the tasks are {', '.join(EXERCISE_TASKS)}")
+
+
+def dependents(name: str) -> tuple[str, ...]:
+    """The tasks whose code uses task ``name`` (``dependents("pooling") == ("siamese",)``)."""
+    return tuple(e.name for e in EXERCISES if name in e.uses)
+
+
+def task_groups() -> tuple[tuple[str, ...], ...]:
+    """The exercise tasks grouped so that a task and every task it uses, directly or not, share a
+    group; groups and their tasks in registry order. The grader grades each group in a process of its
+    own (grader/grading/segments.py): a task whose tests call another task's code needs that module."""
+    group_of = {e.name: {e.name} for e in EXERCISES}
+    for e in EXERCISES:
+        for used in e.uses:
+            merged = group_of[e.name] | group_of[used]
+            for name in merged:
+                group_of[name] = merged
+    groups: list[tuple[str, ...]] = []
+    for e in EXERCISES:
+        group = tuple(t for t in EXERCISE_TASKS if t in group_of[e.name])
+        if group not in groups:
+            groups.append(group)
+    return tuple(groups)
+
+
+def _check_registry() -> None:
+    """Fail at import, with a message naming the entry, on a registry no kit room could use."""
+    names = [e.name for e in EXERCISES]
+    for e in EXERCISES:
+        if not e.name.isidentifier() or not e.module.isidentifier():
+            raise ValueError(f"task {e.name!r}: its name and module must be Python identifiers")
+        if names.count(e.name) != 1 or e.name == PERFORMANCE:
+            raise ValueError(f"task {e.name!r} is registered twice, or clashes with {PERFORMANCE!r}")
+        unknown = [u for u in e.uses if u not in names or names.index(u) >= names.index(e.name)]
+        if unknown:
+            raise ValueError(f"task {e.name!r} uses {unknown}: a used task must be registered before it")
+
+
+_check_registry()

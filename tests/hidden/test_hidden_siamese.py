@@ -31,7 +31,8 @@ from bertlab.assertions import (check_close, check_finite, check_shape, close, d
                             name_mistake, tensor_result)
 from bertlab.datasets import LESSON_QUERY, LESSON_REVIEW_SNIPPETS, LESSON_SIAMESE_PAIRS, LESSON_STS_PAIRS
 from bertlab.mistakes import hint as mistake_hint
-from bertlab.probes import disjoint_pair_batch, run_probe
+from bertlab.probes import run_probe
+from bertlab.teaching.siamese import disjoint_pair_batch
 from bertlab.sts import spearman
 
 from bertlab_grader.hidden import reference_data as data

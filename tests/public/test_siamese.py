@@ -17,7 +17,8 @@ from bertlab.models import load_tokenizer, named_model
 
 from bertlab.assertions import check_close, check_tensor, close, fail, name_mistake
 from bertlab.mistakes import hint as mistake_hint
-from bertlab.probes import disjoint_pair_batch, run_probe
+from bertlab.probes import run_probe
+from bertlab.teaching.siamese import disjoint_pair_batch
 
 pytestmark = pytest.mark.siamese
 

@@ -92,3 +92,7 @@ def pooling_gradients(pool, hidden_states, attention_mask) -> dict:
     if states.grad is not None:
         report["grad"] = states.grad.detach().clone()
     return report
+
+
+#: The probes this task's tests run where the code under test runs (bertlab.probes gathers them by name).
+PROBES = {"pooling_gradients": pooling_gradients}

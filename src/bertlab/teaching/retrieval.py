@@ -93,3 +93,7 @@ def search_memory(search, queries, corpus, top_k: int) -> dict:
     except MemoryUnmeasurable as exc:
         return {"measured": False, "why": str(exc), "extra_bytes": 0, "result": None}
     return {"measured": True, "why": "", "extra_bytes": int(extra), "result": result}
+
+
+#: The probes this task's tests run where the code under test runs (bertlab.probes gathers them by name).
+PROBES = {"search_memory": search_memory}

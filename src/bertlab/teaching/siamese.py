@@ -139,3 +139,7 @@ def disjoint_pair_batch(seed: int, batch: int = 4, vocab: int = 30522):
         return ids, mask
 
     return side(first, middle, 9), side(middle, vocab, 6)
+
+
+#: The probes this task's tests run where the code under test runs (bertlab.probes gathers them by name).
+PROBES = {"siamese_gradients": siamese_gradients}
