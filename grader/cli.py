@@ -57,6 +57,20 @@ def _cmd_audit(args) -> int:
     return run_audit(only=args.only, workers=args.workers)
 
 
+def _cmd_new_task(args) -> int:
+    from bertlab_grader.authoring.task_files import new_task
+
+    new_task(args.name, uses=tuple(args.uses or ()))  # a refused name is a UsageError: one line, exit 2
+    return 0
+
+
+def _cmd_remove_task(args) -> int:
+    from bertlab_grader.authoring.task_files import remove_task
+
+    remove_task(args.name)
+    return 0
+
+
 def _cmd_gradescope(args) -> int:
     from bertlab_grader.export.gradescope.archive import gradescope_command
 
@@ -138,6 +152,18 @@ def register(sub) -> None:
     p.add_argument("--only", default=None, help="only mutants whose name contains this")
     p.add_argument("--workers", type=int, default=None)
     p.set_defaults(func=_cmd_audit)
+
+    p = sub.add_parser("new-task", help="[instructor] add a task to the kit's checkout: its pieces from templates "
+                                        "(a placeholder exercise), registered (docs/authoring.md)")
+    p.add_argument("name", help="the task's name, a lower-case Python identifier (e.g. attention_weights)")
+    p.add_argument("--uses", action="append", metavar="TASK",
+                   help="a task whose module the new task's code imports (repeatable)")
+    p.set_defaults(func=_cmd_new_task)
+
+    p = sub.add_parser("remove-task", help="[instructor] remove a task from the kit's checkout: its pieces, its "
+                                           "registry entry, its files in the fixtures (docs/authoring.md)")
+    p.add_argument("name", help="the task to remove")
+    p.set_defaults(func=_cmd_remove_task)
 
     p = sub.add_parser("gradescope", help="[instructor] write a Gradescope autograder zip that grades uploads with "
                                           "the hidden suites (installs offline from its wheels)")

@@ -28,7 +28,9 @@ What may differ, and only this:
   of the last printed digit; integers such as shapes and counts exactly): a float32 result's last
   digits depend on the CPU's vector instructions (seen, for the same submission and test on two
   machines: ``0.942123537`` and ``0.9421235365``; ``0.834181`` and ``0.83418``);
-- each snapshot names its kit version, and nothing else.
+- each snapshot names its kit version, and nothing else;
+- a task the snapshot does not grade (added by `bertlab new-task` since) is left out of the comparison
+  (``bertlab remove-task`` drops a removed task's tests from the snapshots itself).
 """
 
 from __future__ import annotations
@@ -92,8 +94,16 @@ def _is_timeout_change(before: dict, after: dict) -> bool:
 def differences(before: dict, results: dict[str, dict]) -> list[str]:
     """How today's ``results`` ({student: results.json}) differ from the snapshot ``before``; [] when
     they agree (see the module docstring for what may differ)."""
+    from bertlab.tasks import GRADED_TASKS
     from bertlab_grader.course.results import grade_differences
 
+    # A task added since the snapshot (bertlab new-task) has no grades in it, and one removed since
+    # (bertlab remove-task, which also drops its tests from the snapshots) is not graded any more:
+    # both sides are compared on the tasks they share.
+    shared = {t["task"] for tests in before["grades"].values() for t in tests.values()} & set(GRADED_TASKS)
+    before = dict(before, grades={s: {n: t for n, t in tests.items() if t["task"] in shared}
+                                  for s, tests in before["grades"].items()})
+    results = {s: dict(r, tests=[t for t in r["tests"] if t["task"] in shared]) for s, r in results.items()}
     now = snapshot(results)
     lines = []
     for student in sorted(set(before["grades"]) & set(now)):  # (grade_differences names the others)

@@ -277,7 +277,8 @@ def test_the_protocol_digest_covers_the_reference_and_the_suite(monkeypatch, tmp
     from bertlab_grader.core import locations
 
     before = timing_record.protocol_digest()
-    for attribute, edited in (("REFERENCE_DIR", "cka.py"), ("SUITES_DIR", "test_hidden_performance.py")):
+    for attribute, edited in (("REFERENCE_DIR", "cka.py"), ("SUITES_DIR", "speed.py"),
+                             ("SUITES_DIR", "test_hidden_cka_speed.py")):
         copy = tmp_path / attribute
         shutil.copytree(getattr(locations, attribute), copy, ignore=shutil.ignore_patterns("__pycache__"))
         monkeypatch.setattr(locations, attribute, copy)

@@ -105,3 +105,24 @@ def test_segments_dependents_and_the_student_readme_come_from_the_registry():
         for used in e.uses:
             assert e.name in dependents(used)
         assert f"| {e.name} | `exercises/{e.filename}` |" in STUDENT_README
+
+
+def test_every_mistake_the_suites_name_is_in_the_table():
+    """A hint id missing from the table gives no hint (bertlab.mistakes.hint returns ""): caught here."""
+    from bertlab.mistakes import find
+
+    named = set()
+    for folder in ("tests/public", "tests/hidden", "src/bertlab"):
+        for path in (ROOT / folder).rglob("*.py"):
+            named |= {(str(path.relative_to(ROOT)), m) for m in
+                      re.findall(r"""(?:mistake_hint|hint)\(\s*["']([a-z0-9_]+)["']""", path.read_text(encoding="utf-8"))}
+    assert named, "the scan found no mistake_hint(...) calls at all: the pattern is stale"
+    unknown = sorted(f"{path}: {m}" for path, m in named if find(m) is None)
+    assert not unknown, f"mistake ids named by the suites but missing from src/bertlab/teaching/: {unknown}"
+
+
+def test_an_unknown_mistake_id_gives_no_hint_rather_than_an_error():
+    from bertlab.mistakes import hint
+
+    assert hint("no_such_mistake_anywhere") == ""
+    assert hint("cka_no_centering")

@@ -73,8 +73,8 @@ def reference_sources(fenced: bool = False) -> dict[str, str]:
 
 def timing_protocol_files() -> list[Path]:
     """What a speed measurement depends on besides the submission: the solutions, the hidden
-    performance suite, the timing protocol, how each timed call's inputs are copied (and varied) and
+    performance suite (speed.py and every task's speed test), the timing protocol, how each timed call's inputs are copied (and varied) and
     the malloc pin (performance/record.py keys on them)."""
-    return [*sorted(REFERENCE_DIR.glob("*.py")), SUITES_DIR / "test_hidden_performance.py",
+    return [*sorted(REFERENCE_DIR.glob("*.py")), SUITES_DIR / "speed.py", *sorted(SUITES_DIR.glob("test_hidden_*_speed.py")),
             PACKAGE_DIR / "performance" / "timing.py", PACKAGE_DIR / "sandbox" / "inside" / "copies.py",
             PACKAGE_DIR / "sandbox" / "malloc_pin.py"]

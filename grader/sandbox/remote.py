@@ -177,8 +177,8 @@ class Remote:
 
 
 class RemoteImplementation:
-    """The ``impl`` of a graded submission: ``impl.cka``, ``impl.pooling``, ``impl.siamese``,
-    ``impl.retrieval`` are proxies of the student's modules in the sandbox."""
+    """The ``impl`` of a graded submission: ``impl.<module>``, for every exercise module of the
+    registry (bertlab/tasks.py), is a proxy of the student's module in the sandbox."""
 
     def __init__(self, session):
         self.name = "sandbox"

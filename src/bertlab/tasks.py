@@ -29,6 +29,7 @@ class Exercise:
     summary: str = ""           # the student README's table: what the functions do, in a few words
     start: str = ""             # shown while the stub is untouched: the first thing to write
     uses: tuple[str, ...] = ()  # the tasks whose modules this task's code imports (siamese uses pooling)
+    timed: bool = False         # the performance task times it: tests/hidden/test_hidden_<name>_speed.py
 
     @property
     def filename(self) -> str:
@@ -47,6 +48,7 @@ class Exercise:
             "mutants and their fingerprint": f"grader/mutants/{self.name}.py",
             "benchmark": f"benchmarks/test_bench_{self.name}.py",
             "concept page": f"docs/concepts/{self.concept}",
+            **({"speed test (task performance)": f"tests/hidden/test_hidden_{self.name}_speed.py"} if self.timed else {}),
         }
 
 
@@ -54,11 +56,13 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("cka", "cka", ("linear_cka", "cka_matrix"), "1-cka.md",
              summary="how similar two layers' representations are",
              start="Start with linear_cka in exercises/cka.py: center the columns of X and Y, then apply the "
-                   "formula in its docstring in float64; cka_matrix can then call it for every pair."),
+                   "formula in its docstring in float64; cka_matrix can then call it for every pair.",
+             timed=True),
     Exercise("pooling", "pooling", ("masked_mean_pool",), "4a-pooling.md",
              summary="one vector per sentence, padding ignored",
              start="Start with masked_mean_pool in exercises/pooling.py: sum the hidden states of the "
-                   "positions whose mask is 1 and divide by how many there are (at least 1)."),
+                   "positions whose mask is 1 and divide by how many there are (at least 1).",
+             timed=True),
     Exercise("siamese", "siamese", ("SiameseBert", "create_sbert"), "4b-siamese.md",
              summary="Sentence-BERT around one shared encoder",
              start="Start with create_sbert and SiameseBert in exercises/siamese.py: keep the encoder, "
@@ -67,7 +71,8 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise("retrieval", "retrieval", ("semantic_search", "SemanticIndex"), "5-retrieval.md",
              summary="top-k search by cosine, in blocks",
              start="Start with semantic_search in exercises/retrieval.py (cosine scores, top-k, ties by "
-                   "ascending index, in blocks), then SemanticIndex on top of it."),
+                   "ascending index, in blocks), then SemanticIndex on top of it.",
+             timed=True),
 )
 
 #: The exercise tasks in the order students do them (and reports list them).

@@ -235,8 +235,8 @@ def find_upload(upload: Path, unzip_to: Path) -> Upload:
     elsewhere = sorted({p.relative_to(top).as_posix() for name in missing for p in found.get(name, [])})
     if missing:
         notes.append(f"Missing: {', '.join(missing)}; their tests score 0."
-                     + (f" Found elsewhere and NOT graded: {', '.join(elsewhere)}. Put the four files in "
-                        "one folder." if elsewhere else ""))
+                     + (f" Found elsewhere and NOT graded: {', '.join(elsewhere)}. Put all {len(EXERCISE_FILES)} files "
+                        "in one folder." if elsewhere else ""))
     return Upload(folder=folder, notes=notes)
 
 
