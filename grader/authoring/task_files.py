@@ -3,7 +3,7 @@
 new-task writes the task's pieces (Exercise.pieces: solution, public and hidden test, teaching,
 mutants with a fingerprint, benchmark, concept page) from the templates in task_template/, with a
 placeholder exercise (the norm of each row) so that the kit is green at once, then registers the task
-in src/bertlab/tasks.py, writes the stub (exercises/NAME.py) and the results schema's task list.
+in src/bertlab/tasks.py and writes the stub (exercises/NAME.py).
 remove-task takes the same files away again, with the task's files in the kit's fixtures, and
 refuses a task that another task uses. Both refuse in one line, exit 2, before writing anything.
 docs/authoring.md is the instructor's guide to both.
@@ -111,7 +111,7 @@ def new_task(name: str, uses: tuple[str, ...] = (), out=print) -> list[str]:
 
 
 def _regenerate(root: Path) -> list[str]:
-    """What derives from the registry and the solutions in files: the stubs and the results schema.
+    """What derives from the registry and the solutions in files: the stubs and the lesson notebook.
 
     Runs in a fresh interpreter, so that it reads the registry as it now is on disk."""
     import subprocess
@@ -128,12 +128,10 @@ def _regenerate(root: Path) -> list[str]:
 
 
 def regenerate_in_process() -> list[str]:
-    """Rewrite exercises/ (stubs, notebook) and results.schema.json from the registry; the changed paths."""
+    """Rewrite exercises/ (the stubs and the notebook) from the registry and the solutions; the changed paths."""
     from bertlab.tasks import EXERCISE_FILES
     from bertlab_grader.authoring.notebook import NOTEBOOK_NAME, notebook_text
     from bertlab_grader.authoring.stubs import expected_exercises
-    from bertlab_grader.core.locations import RESULTS_SCHEMA
-    from bertlab_grader.course.results import registry_schema_text
 
     root = _checkout()
     changed = []
@@ -148,10 +146,6 @@ def regenerate_in_process() -> list[str]:
         if path.name not in EXERCISE_FILES and path.name != "__init__.py":
             path.unlink()
             changed.append(f"exercises/{path.name}")
-    schema = registry_schema_text()
-    if RESULTS_SCHEMA.read_text(encoding="utf-8") != schema:
-        RESULTS_SCHEMA.write_text(schema, encoding="utf-8")
-        changed.append(str(RESULTS_SCHEMA.relative_to(root)))
     return changed
 
 

@@ -97,15 +97,15 @@ _SCHEMA_VALIDATOR = None
 _FAST_SCHEMA_CHECK = None
 
 
-def registry_schema_text() -> str:
-    """results.schema.json as it must read for the registry's tasks: the file's text with the task
-    enum (``$defs.test.properties.task``) set to bertlab/tasks.py's GRADED_TASKS. ``bertlab new-task``
-    and ``remove-task`` write it; tests/test_registry.py checks the file against it."""
+def results_schema() -> dict:
+    """results.schema.json as the grader validates with it: the file, with the task field's enum set to
+    the registry's GRADED_TASKS (bertlab/tasks.py). The file itself leaves the list out, so that the
+    registry is the one place that names the tasks."""
     from bertlab.tasks import GRADED_TASKS
 
     schema = json.loads(RESULTS_SCHEMA.read_text(encoding="utf-8"))
     schema["$defs"]["test"]["properties"]["task"]["enum"] = list(GRADED_TASKS)
-    return json.dumps(schema, indent=2) + "\n"
+    return schema
 
 
 def check_results_schema(result: Mapping) -> None:
@@ -122,7 +122,7 @@ def check_results_schema(result: Mapping) -> None:
     if _FAST_SCHEMA_CHECK is None:
         import fastjsonschema
 
-        schema = json.loads(RESULTS_SCHEMA.read_text(encoding="utf-8"))
+        schema = results_schema()
         schema.pop("$id", None)  # (a name, not a place: its refs are all within the file, "#/$defs/...")
         _FAST_SCHEMA_CHECK = fastjsonschema.compile({**schema, "$schema": "http://json-schema.org/draft-07/schema#"})
     try:
@@ -144,7 +144,7 @@ def schema_errors(result: Mapping) -> list:
     import jsonschema
 
     if _SCHEMA_VALIDATOR is None:
-        _SCHEMA_VALIDATOR = jsonschema.Draft202012Validator(json.loads(RESULTS_SCHEMA.read_text(encoding="utf-8")))
+        _SCHEMA_VALIDATOR = jsonschema.Draft202012Validator(results_schema())
     return sorted(_SCHEMA_VALIDATOR.iter_errors(result), key=lambda e: list(e.path))
 
 
