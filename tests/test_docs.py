@@ -38,6 +38,8 @@ RUN_BY = {
     "report": "tests/test_report.py::test_report_command_writes_the_default_page",
     "similar": "tests/test_similarity.py::test_cli_report_for_people",
     "gradescope": "tests/test_gradescope.py::autograder_zip",
+    "new-task": "tests/test_task_authoring.py::test_new_task_then_the_worked_example_then_remove_task",
+    "remove-task": "tests/test_task_authoring.py::test_new_task_then_the_worked_example_then_remove_task",
 }
 # Placeholders the docs use for values of a typed option.
 PLACEHOLDERS = {"N": "2", "T": "cka"}

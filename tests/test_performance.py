@@ -341,5 +341,8 @@ def test_answers_remembered_by_their_inputs_earn_no_speed_points():
     print("memo: (points, ratio) with the memo, then (points, ratio) of its twin:", figures)
     for memo, (points, ratio, twin_points, twin_ratio) in figures.items():
         assert points <= twin_points, (memo, figures[memo])
-        # The noise between two measurements of one code is about 15%; a remembered answer is 10x faster.
-        assert ratio >= 0.75 * twin_ratio, (memo, figures[memo])
+        # A remembered answer measures 4x to 10x faster than its twin (before the independent draws:
+        # 0.86x against 3.98x for the pooling memo, 0.09x against 2.51x for CKA's). Two gradings of
+        # comparable code, one after the other, differ by up to about 30% on a busy machine (seen in a
+        # full run: 3.85x against 5.41x for pooling), so the bar sits at half the twin's ratio.
+        assert ratio >= 0.5 * twin_ratio, (memo, figures[memo])

@@ -137,13 +137,14 @@ def test_a_students_own_assert_is_an_error_of_their_code():
 
 
 def test_an_exception_inside_the_kits_lookups_is_the_graders_not_the_students():
-    # A test naming a mistake the table lacks raises KeyError in bertlab/mistakes.py: the kit's bug,
-    # reported as a grader failure, never recorded as the student's error.
-    from bertlab.mistakes import hint
+    # A lookup of a mistake the table lacks raises KeyError in bertlab/mistakes.py (``mistake``; the
+    # suites' ``hint`` gives "" instead): the kit's bug, reported as a grader failure, never recorded
+    # as the student's error.
+    from bertlab.mistakes import mistake
     from bertlab_grader.grading.scoring import grader_failure_cause
 
     with pytest.raises(KeyError) as excinfo:
-        hint("no_such_mistake")
+        mistake("no_such_mistake")
     cause = grader_failure_cause(excinfo, "call")
     assert cause is not None and "mistakes.py" in cause and "KeyError" in cause
 

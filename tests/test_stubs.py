@@ -9,6 +9,7 @@ import pytest
 
 from bertlab.errors import NotImplementedYet
 from bertlab.implementations import load_directory, load_implementation
+from bertlab.tasks import EXERCISE_TASKS
 from bertlab_grader.authoring import stubs as stubgen
 from bertlab_grader.core.locations import REFERENCE_DIR
 
@@ -77,6 +78,8 @@ def test_every_stub_raises_a_task_specific_not_implemented():
                                                                                  __import__("torch").ones(3, 2)),
     }
     for (task, function), call in cases.items():
+        if task not in EXERCISE_TASKS:
+            continue  # a task this kit's registry no longer has (bertlab remove-task)
         with pytest.raises(NotImplementedYet) as info:
             call()
         assert isinstance(info.value, NotImplementedError)  # `except NotImplementedError` still catches it

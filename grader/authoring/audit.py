@@ -141,12 +141,16 @@ def _grade_job(job) -> Row:
 
 
 def format_table(rows: list[Row], tasks: tuple) -> str:
-    head = f"{'entry':<28}{'kind':<10}{'task':<10}" + "".join(f"{t:>10}" for t in tasks) + f"  {'hint':<8}{'time':>7}  verdict"
+    # Columns as wide as their longest entry (a task added with `bertlab new-task` may have a long name).
+    name_w = max([28] + [len(r.name) + 2 for r in rows])
+    task_w = max([10] + [len(t) + 2 for t in tasks])
+    head = (f"{'entry':<{name_w}}{'kind':<10}{'task':<{task_w}}" + "".join(f"{t:>{max(10, len(t) + 2)}}" for t in tasks)
+            + f"  {'hint':<8}{'time':>7}  verdict")
     lines = [head, "-" * len(head)]
     for r in rows:
-        cells = "".join(f"{('-' if r.lost.get(t, 0) <= POINTS_EPSILON else '-%g' % r.lost[t]) if t in r.lost else '?':>10}"
+        cells = "".join(f"{('-' if r.lost.get(t, 0) <= POINTS_EPSILON else '-%g' % r.lost[t]) if t in r.lost else '?':>{max(10, len(t) + 2)}}"
                         for t in tasks)
-        lines.append(f"{r.name:<28}{r.kind:<10}{r.task:<10}{cells}  {r.hint or '':<8}{r.seconds:>6.1f}s  {r.verdict}")
+        lines.append(f"{r.name:<{name_w}}{r.kind:<10}{r.task:<{task_w}}{cells}  {r.hint or '':<8}{r.seconds:>6.1f}s  {r.verdict}")
     return "\n".join(lines)
 
 

@@ -205,12 +205,13 @@ def task_scores(result: dict) -> dict[str, tuple[float, float]]:
 
 def format_gradebook(results: dict[str, dict]) -> str:
     """A plain-text table: one row per student, one column per task, and the total."""
-    header = f"{'student':<16}" + "".join(f"{t:>13}" for t in GRADED_TASKS) + f"{'total':>15}"
+    width = {t: max(13, len(t) + 2) for t in GRADED_TASKS}  # a long task name keeps its column apart
+    header = f"{'student':<16}" + "".join(f"{t:>{width[t]}}" for t in GRADED_TASKS) + f"{'total':>15}"
     lines = [header, "-" * len(header)]
     for student in sorted(results):
         result = results[student]
         per_task = task_scores(result)
-        cells = "".join(f"{'%g/%g' % per_task[t] if t in per_task else '-':>13}" for t in GRADED_TASKS)
+        cells = "".join(f"{'%g/%g' % per_task[t] if t in per_task else '-':>{width[t]}}" for t in GRADED_TASKS)
         lines.append(f"{student:<16}{cells}{'%g/%g' % (result['score'], result['max_score']):>15}")
     return "\n".join(lines)
 

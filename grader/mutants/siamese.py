@@ -153,7 +153,8 @@ def _gradient_reach(impl) -> tuple:
     """(output type, has a graph, branch a reaches the encoder, branch b does) after one backward step
     (bertlab/probes.py, run where the submission runs): flags, not norms, so round-off never matters."""
     from bertlab.models import named_model
-    from bertlab.probes import disjoint_pair_batch, run_probe
+    from bertlab.probes import run_probe
+    from bertlab.teaching.siamese import disjoint_pair_batch
 
     model = named_model("tiny-bert-seed7")
     sbert = impl.siamese.create_sbert(model)

@@ -30,6 +30,7 @@ from .implementations import Implementation
 from .models import count_parameters, load_tokenizer, named_model
 from .representations import layer_representations
 from .sts import encode_texts, evaluate_pairs
+from .tasks import EXERCISE_TASKS
 
 CKA_PROBE_SIZE = 64  # IMDb reviews used as CKA probe inputs (truncated to 128 tokens)
 
@@ -371,7 +372,9 @@ def compare_with_lesson(measured: Mapping[str, Any], waiting: Optional[Callable 
             continue
         if value is None:
             tasks = waiting_tasks(figure)
-            this_run = (f"not measured: waiting for task(s) {', '.join(tasks)}" if tasks
+            absent = [task for task in figure.uses if task not in EXERCISE_TASKS]
+            this_run = (f"not measured: task {', '.join(absent)} is not part of this course" if absent
+                        else f"not measured: waiting for task(s) {', '.join(tasks)}" if tasks
                         else "not measured (its step did not finish: see above)")
             rows.append(Comparison(figure.label, figure.lesson, this_run, ""))
             continue

@@ -76,8 +76,8 @@ def search_memory(search, queries, corpus, top_k: int) -> dict:
     The docstring of semantic_search promises "at most about MAX_BLOCK_SCORES scores are held at
     once, whatever N is"; the memory is read in this process (bertlab.peak_memory: its resident peak
     during the call, less its size before), after one small call has loaded whatever the code loads
-    once. The hidden test test_search_memory_stays_bounded calls it where the submission runs (the
-    probe "search_memory"), at two corpus sizes; benchmarks/search_memory.py prints its figures.
+    once. The grader calls it where the submission runs (the probe "search_memory"), at two corpus
+    sizes (docs/hidden-checks.md, "search memory stays bounded").
 
     Inputs:
         queries: [Q, D]; corpus: [N, D] (the caller's tensors: the search must not need a copy made
