@@ -17,9 +17,10 @@ class Exercise:
     """One task a student implements: ``exercises/<module>.py`` defines ``functions``.
 
     Everything the rest of the kit needs to know about a task beyond its own pieces (``pieces()``) is
-    recorded here: the grader's segments, ``bertlab check --watch``'s dependency map, the student
-    README's table, the "where to start" message and ``bertlab remove-task``'s refusal are derived
-    from these fields, never written again elsewhere.
+    recorded here: the grader's segments, the student README's table, the "where to start" message,
+    which tasks the performance task times and ``bertlab remove-task``'s refusal are derived from these
+    fields, never written again elsewhere. (``bertlab check --watch`` reads which file imports which
+    from the files themselves: check/affected.py.) docs/authoring.md is the instructor's guide.
     """
 
     name: str                   # the task, as in markers, results.json and `bertlab check --task`
