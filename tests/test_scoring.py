@@ -38,10 +38,14 @@ def _fake(**pooling_functions):
 
 
 def test_max_points_match_the_documented_table():
+    from bertlab.tasks import GRADED_TASKS
+
     totals = max_points_by_task()
-    assert set(totals) == {"cka", "pooling", "siamese", "retrieval", "performance"}
+    assert set(totals) == set(GRADED_TASKS)
     headed = {task: float(points) for task, points in re.findall(r"^### (\w+) \((\d+)\)$", DOCS.read_text(), flags=re.M)}
     assert headed == totals, "docs/hidden-suites.md's task headings give other totals than the hidden suites"
+    (in_all,) = re.findall(r"^## Points per test \((\d+) in all\)$", DOCS.read_text(), flags=re.M)
+    assert float(in_all) == sum(totals.values()), "docs/hidden-suites.md's '(N in all)' is not the sum of the tasks"
     documented = dict(re.findall(r"^\| `(test_\w+)` \| (\d+) \|", DOCS.read_text(), flags=re.M))
     collected = {name: points for tests in points_by_test().values() for name, points in tests}
     assert {k: float(v) for k, v in documented.items()} == collected, \

@@ -1,9 +1,10 @@
 """The instructor's way to change the kit's tasks, end to end in a copy of the kit (docs/authoring.md).
 
-1. `bertlab new-task cosine_matrix`: right after it, the only file changed outside the task's own new
-   files is the registry, and the kit is consistent on the placeholder exercise.
+1. `bertlab new-task cosine_matrix`: right after it, the files changed outside the task's own new
+   files are the registry and the page that lists every hidden test with its points
+   (docs/hidden-suites.md), and the kit is consistent on the placeholder exercise.
 2. The guide's worked example (docs/authoring-example/): the placeholder's pieces replaced with a real
-   function. Still only the registry changed outside the task's files; its public and hidden tests
+   function. Still only those two changed outside the task's files; its public and hidden tests
    pass on the reference and fail on the stub; the audit catches its mutants in their own task; the
    reference gets the task's points in the sandbox and a mutant loses them there; the student bundle
    ships it; the kit's registry, stub and architecture tests pass in the copy.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +37,7 @@ KIT = Path(__file__).resolve().parents[1]
 EXAMPLE = KIT / "docs" / "authoring-example"
 TASK = "cosine_matrix"
 REGISTRY = "src/bertlab/tasks.py"
+SUITES_DOC = "docs/hidden-suites.md"  # every hidden test with its points (tests/test_scoring.py)
 SUMMARY = "every pairwise cosine of two sets of vectors"
 START = ("Start with cosine_matrix in exercises/cosine_matrix.py: scale the rows of a and of b to length 1 "
          "(F.normalize), in float64, then one matrix product.")
@@ -90,7 +93,7 @@ def test_new_task_then_the_worked_example_then_remove_task(kit_copy):
     # 1. new-task: the placeholder, and only the registry changed outside the task's files.
     done = ok(bertlab(copy, env, "new-task", TASK))
     assert f"Task {TASK} added" in done.stdout
-    assert changed_outside(copy, own_files(copy, TASK)) == [REGISTRY], done.stdout
+    assert changed_outside(copy, own_files(copy, TASK)) == [SUITES_DOC, REGISTRY], done.stdout
     refused = bertlab(copy, env, "new-task", TASK)
     assert refused.returncode == 2 and "already a task" in refused.stderr and "Traceback" not in refused.stderr
     for bad in ("2fast", "class", "Cosine"):
@@ -106,7 +109,7 @@ def test_new_task_then_the_worked_example_then_remove_task(kit_copy):
 
     # 2. The worked example: its pieces over the placeholder's, and the registry's two texts.
     for source in EXAMPLE.rglob("*"):
-        if source.is_file():
+        if source.is_file() and source.name != "hidden-suites-section.md":  # (a section of a page: below)
             target = copy / source.relative_to(EXAMPLE)
             assert target.exists(), f"the worked example's {source.name} replaces a file new-task wrote"
             shutil.copy2(source, target)
@@ -114,14 +117,25 @@ def test_new_task_then_the_worked_example_then_remove_task(kit_copy):
     registry = registry.replace("REPLACE: what the function does, in a few words", SUMMARY)
     registry = registry.replace(f"Start with {TASK} in exercises/{TASK}.py: REPLACE with the first step to take.", START)
     (copy / REGISTRY).write_text(registry)
+    # docs/hidden-suites.md: the section new-task wrote for the placeholder's tests, replaced by the
+    # example's (one line per hidden test), and the page's total raised by the difference.
+    doc = (copy / SUITES_DOC).read_text()
+    section = re.search(rf"^### {TASK} \((\d+)\)\n.*?(?=^##)", doc, flags=re.M | re.S)
+    example = (EXAMPLE / "hidden-suites-section.md").read_text()
+    added = int(re.match(r"### \w+ \((\d+)\)", example).group(1)) - int(section.group(1))
+    doc = doc[:section.start()] + example + doc[section.end():]
+    total = re.search(r"^## Points per test \((\d+) in all\)$", doc, flags=re.M)
+    doc = doc[:total.start(1)] + str(int(total.group(1)) + added) + doc[total.end(1):]
+    (copy / SUITES_DOC).write_text(doc)
     ok(run(["python", "tools/build_exercises.py"], cwd=copy, **env))  # the stub from the new solution
-    assert changed_outside(copy, own_files(copy, TASK)) == [REGISTRY]
+    assert changed_outside(copy, own_files(copy, TASK)) == [SUITES_DOC, REGISTRY]
 
     tests = [f"tests/public/test_{TASK}.py", f"tests/hidden/test_hidden_{TASK}.py"]
     assert "5 passed" in ok(pytest_in(copy, env, *tests)).stdout
     on_stub = pytest_in(copy, env, "--impl", "exercises", *tests)
     assert "5 failed" in on_stub.stdout.splitlines()[-1], on_stub.stdout[-2000:]
-    ok(pytest_in(copy, env, "tests/test_registry.py", "tests/test_stubs.py", "tests/test_architecture.py"))
+    ok(pytest_in(copy, env, "tests/test_registry.py", "tests/test_stubs.py", "tests/test_architecture.py",
+                 "tests/test_scoring.py"))
     audit = ok(bertlab(copy, env, "audit", "--only", "cosmat"))
     assert "2/2 mutants caught in their own task only; 1/1 variants with full marks; 0 problem(s)" in audit.stdout
     check = bertlab(copy, env, "check", "--task", TASK)
@@ -158,4 +172,5 @@ def test_new_task_then_the_worked_example_then_remove_task(kit_copy):
     assert "retrieval" not in {t["task"] for t in graded["tests"]} and graded["score"] == graded["max_score"]
     demo = ok(bertlab(copy, env, "demo"))
     assert "retrieval" not in demo.stdout.split("Graded")[0] and "alice" in demo.stdout
-    ok(pytest_in(copy, env, "tests/test_registry.py", "tests/test_stubs.py"))
+    ok(pytest_in(copy, env, "tests/test_registry.py", "tests/test_stubs.py", "tests/test_scoring.py::"
+                 "test_max_points_match_the_documented_table"))

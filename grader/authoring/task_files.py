@@ -76,6 +76,50 @@ def _registry_entry(exercise: Exercise) -> str:
             f"             start={exercise.start!r}{uses}),")
 
 
+# ---------------------------------------------------------------------------------------------------
+# docs/hidden-suites.md: every hidden test with its points, a section per task (tests/test_scoring.py)
+
+SUITES_DOC = "docs/hidden-suites.md"
+_TOTAL = re.compile(r"^## Points per test \((\d+) in all\)$", re.M)
+
+
+def hidden_tests_with_points(path: Path) -> list[tuple[str, int]]:
+    """(test name, points) of a hidden test file, in file order."""
+    return [(name, int(points)) for points, name in
+            re.findall(r"@pytest\.mark\.points\((\d+)\)\s*\ndef (test_\w+)\(", path.read_text(encoding="utf-8"))]
+
+
+def _suites_doc_section(name: str, tests: list[tuple[str, int]]) -> str:
+    rows = "".join(f"| `{test}` | {points} | REPLACE: what it checks |\n" for test, points in tests)
+    return (f"### {name} ({sum(p for _, p in tests)})\n\n"
+            f"Written by `bertlab new-task {name}`: REPLACE with what the task's hidden tests check.\n\n"
+            f"| test | points | checks |\n| --- | --- | --- |\n{rows}\n")
+
+
+def _with_total(text: str, delta: int) -> str:
+    match = _TOTAL.search(text)
+    if match is None:
+        return text
+    return text[:match.start(1)] + str(int(match.group(1)) + delta) + text[match.end(1):]
+
+
+def _suites_doc_with(text: str, name: str, tests: list[tuple[str, int]]) -> str:
+    """The page with task ``name``'s section added before the performance task's, and the total raised."""
+    anchor = f"### {PERFORMANCE} ("
+    if anchor not in text:
+        return text
+    text = text.replace(anchor, _suites_doc_section(name, tests) + anchor, 1)
+    return _with_total(text, sum(p for _, p in tests))
+
+
+def _suites_doc_without(text: str, name: str, removed_points: int) -> str:
+    """The page without task ``name``'s section (up to the next ### or ## heading), the total lowered."""
+    section = re.search(rf"^### {re.escape(name)} \(\d+\)\n.*?(?=^##)", text, flags=re.M | re.S)
+    if section is not None:
+        text = text[:section.start()] + text[section.end():]
+    return _with_total(text, -removed_points)
+
+
 def new_task(name: str, uses: tuple[str, ...] = (), out=print) -> list[str]:
     """Write task ``name``'s pieces and register it; returns the paths written or changed."""
     root = _checkout()
@@ -101,6 +145,11 @@ def new_task(name: str, uses: tuple[str, ...] = (), out=print) -> list[str]:
     (root / REGISTRY).write_text(registry.replace(_REGISTRY_END, "\n" + _registry_entry(exercise) + _REGISTRY_END),
                                  encoding="utf-8")
     written.append(REGISTRY)
+    doc = root / SUITES_DOC
+    if doc.is_file():
+        tests = hidden_tests_with_points(root / pieces["hidden test"])
+        doc.write_text(_suites_doc_with(doc.read_text(encoding="utf-8"), name, tests), encoding="utf-8")
+        written.append(SUITES_DOC)
     written += _regenerate(root)
     out(f"Task {name} added: {len(written)} files written or changed.")
     for path in written:
@@ -222,6 +271,20 @@ def remove_task(name: str, out=print) -> list[str]:
             return
         changed.append(str(path.relative_to(root)))
 
+    doc = root / SUITES_DOC
+    if doc.is_file():
+        hidden, speed = (root / pieces["hidden test"], root / pieces.get("speed test (task performance)", "-"))
+        text = _suites_doc_without(doc.read_text(encoding="utf-8"), name,
+                                   sum(p for _, p in hidden_tests_with_points(hidden)) if hidden.is_file() else 0)
+        for test, points in (hidden_tests_with_points(speed) if speed.is_file() else []):
+            # The performance task's own table loses the task's speed test, and its heading the points.
+            text, rows = re.subn(rf"^\| `{test}` \|.*\n", "", text, flags=re.M)
+            heading = re.search(rf"^### {PERFORMANCE} \((\d+)\)$", text, flags=re.M)
+            if heading is not None:
+                text = text[:heading.start(1)] + str(int(heading.group(1)) - points) + text[heading.end(1):]
+            text = _with_total(text, -points)
+        doc.write_text(text, encoding="utf-8")
+        changed.append(SUITES_DOC)
     for role, path in pieces.items():
         if role != "stub":  # the stub goes with the regeneration below
             delete(root / path)
