@@ -279,7 +279,7 @@ def test_the_protocol_digest_covers_the_reference_and_the_suite(monkeypatch, tmp
     before = timing_record.protocol_digest()
     for attribute, edited in (("REFERENCE_DIR", "cka.py"), ("SUITES_DIR", "speed.py"),
                              ("SUITES_DIR", "test_hidden_cka_speed.py")):
-        copy = tmp_path / attribute
+        copy = tmp_path / f"{attribute}-{edited}"  # one fresh copy per edit
         shutil.copytree(getattr(locations, attribute), copy, ignore=shutil.ignore_patterns("__pycache__"))
         monkeypatch.setattr(locations, attribute, copy)
         assert timing_record.protocol_digest() == before, f"an unchanged copy of {attribute}"
