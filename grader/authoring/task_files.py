@@ -3,7 +3,8 @@
 new-task writes the task's pieces (Exercise.pieces: solution, public and hidden test, teaching,
 mutants with a fingerprint, benchmark, concept page) from the templates in task_template/, with a
 placeholder exercise (the norm of each row) so that the kit is green at once, then registers the task
-in src/bertlab/tasks.py and writes the stub (exercises/NAME.py).
+in src/bertlab/tasks.py, adds the task's section to docs/hidden-suites.md (every hidden test with its
+points) and writes the stub (exercises/NAME.py).
 remove-task takes the same files away again, with the task's files in the kit's fixtures, and
 refuses a task that another task uses. Both refuse in one line, exit 2, before writing anything.
 docs/authoring.md is the instructor's guide to both.
@@ -166,8 +167,7 @@ def _regenerate(root: Path) -> list[str]:
     import subprocess
     import sys
 
-    script = ("import sys\n"
-              "from bertlab_grader.authoring.task_files import regenerate_in_process\n"
+    script = ("from bertlab_grader.authoring.task_files import regenerate_in_process\n"
               "print('\\n'.join(regenerate_in_process()))\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True)
     if done.returncode != 0:
