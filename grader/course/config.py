@@ -67,7 +67,8 @@ def _ordered_tasks(names) -> list[str]:
 
 def _check_max_points(max_points: Mapping[str, float] | None) -> dict[str, float]:
     if not max_points:
-        raise ValueError("max_points is required: a mapping task -> points, e.g. {'cka': 12, 'pooling': 8}")
+        example = ", ".join(f"{task!r}: 10" for task in GRADED_TASKS[:2])
+        raise ValueError(f"max_points is required: a mapping task -> points, e.g. {{{example}}}")
     out = {}
     for task in _ordered_tasks(max_points):
         if task not in GRADED_TASKS:

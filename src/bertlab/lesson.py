@@ -31,7 +31,7 @@ import torch
 
 from .errors import unfinished
 from .implementations import Implementation, load_implementation
-from .tasks import EXERCISE_TASKS  # (the order a student works in)
+from .tasks import EXERCISE_TASKS, exercise  # (EXERCISE_TASKS: the order a student works in)
 
 IMPL_ENV = "BERTLAB_IMPL"
 FAST_ENV = "BERTLAB_FAST"
@@ -60,6 +60,12 @@ _current_target = "exercises"
 def implementation_target() -> str:
     """``$BERTLAB_IMPL`` or ``"exercises"``."""
     return os.environ.get(IMPL_ENV, "").strip() or "exercises"
+
+
+def task_module(impl: Implementation, task: str):
+    """The module of ``task`` in ``impl``, or None when this course leaves the task out (bertlab
+    remove-task): the lesson's steps that use it then say so and skip (LessonSteps.step)."""
+    return getattr(impl, exercise(task).module, None) if task in EXERCISE_TASKS else None
 
 
 def load_lesson_implementation(target: Optional[str] = None) -> Implementation:

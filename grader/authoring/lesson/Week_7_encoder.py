@@ -56,8 +56,12 @@ from bertlab.sts import encode_texts, evaluate_pairs
 # BERTLAB_IMPL=some/dir runs the exercise files in that directory.
 lesson.quiet_transformers()  # no weight-loading progress bars or info warnings in the outputs
 impl = lesson.load_lesson_implementation()
-# A task your course leaves out is None here; the sections that use it say so and skip.
-cka, pooling, siamese, retrieval = (getattr(impl, task, None) for task in ("cka", "pooling", "siamese", "retrieval"))
+# The modules of the tasks this lesson uses (a task your course leaves out is None: the sections that
+# use it say so and skip).
+cka = lesson.task_module(impl, "cka")
+pooling = lesson.task_module(impl, "pooling")
+siamese = lesson.task_module(impl, "siamese")
+retrieval = lesson.task_module(impl, "retrieval")
 # BERTLAB_FAST=1 (the kit's own tests): the two training runs of Concept 3 shrink to a few seconds, so
 # the accuracies they print mean nothing. Every other figure is the same.
 FAST = lesson.fast_mode()
