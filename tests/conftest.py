@@ -12,6 +12,30 @@ import json
 
 import pytest
 
+from bertlab.tasks import EXERCISE_TASKS
+
+
+def pytest_collection_modifyitems(config, items):
+    """A kit test marked ``@pytest.mark.tasks("retrieval")`` is about that task: its fixtures, figures or
+    messages. In a course that removed the task (``bertlab remove-task``), it is skipped with a reason
+    that says so; every other test runs as before (docs/authoring.md, "Remove a task")."""
+    for item in items:
+        for mark in item.iter_markers("tasks"):
+            removed = [task for task in mark.args if task not in EXERCISE_TASKS]
+            if removed:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"written about task {', '.join(removed)}, which this course removed"))
+                break
+
+
+def skip_module_unless_tasks(*names: str) -> None:
+    """At the top of a test module written about these tasks: skip the whole module, with the reason,
+    in a course that removed one (for modules that read a task's files as they are imported)."""
+    removed = [task for task in names if task not in EXERCISE_TASKS]
+    if removed:
+        pytest.skip(f"written about task {', '.join(removed)}, which this course removed",
+                    allow_module_level=True)
+
 
 def pytest_sessionfinish(session, exitstatus):
     factory = getattr(session.config, "_tmp_path_factory", None)

@@ -221,6 +221,7 @@ def table(report: str) -> dict[str, tuple[int, int, str]]:
 # Real watchers in a bundle
 # ---------------------------------------------------------------------------------------------
 
+@pytest.mark.tasks("cka", "pooling", "siamese", "retrieval")
 def test_watch_loads_once_reports_as_check_does_and_reruns_only_what_a_save_affects(bundle):
     """The cold start says what it loads; the first report is `bertlab check`'s for the same files
     (a pass, a wrong value, a stub, a crash that stops the run); a save reruns its task and the tasks
@@ -433,6 +434,7 @@ def test_no_process_outlives_a_plain_check_that_is_killed(bundle):
 # The pieces
 # ---------------------------------------------------------------------------------------------
 
+@pytest.mark.tasks("cka", "pooling", "siamese", "retrieval")
 def test_a_save_affects_its_task_and_every_task_whose_file_imports_it(tmp_path):
     files = {"cka.py": "from . import helpers\n", "pooling.py": "import torch\n",
              "siamese.py": "from .pooling import masked_mean_pool\n", "retrieval.py": "from .siamese import x\n",

@@ -23,9 +23,10 @@ import pytest
 from bertlab_grader.core.failures import GraderFailure
 from bertlab_grader.core.locations import reference_sources
 from bertlab_grader.grading.preflight import shortfall
+from bertlab.tasks import EXERCISE_FILES
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
-STUBS = {name: (KIT_ROOT / "exercises" / name).read_text() for name in ("cka.py", "pooling.py", "siamese.py", "retrieval.py")}
+STUBS = {name: (KIT_ROOT / "exercises" / name).read_text() for name in EXERCISE_FILES}
 BWRAP = shutil.which("bwrap")
 needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
 

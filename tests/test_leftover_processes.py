@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from processes import Descendants, grading_processes
+from bertlab.tasks import EXERCISE_FILES
 
 STUBS = {name: (Path(__file__).resolve().parents[1] / "exercises" / name).read_text()
-         for name in ("cka.py", "pooling.py", "siamese.py", "retrieval.py")}
+         for name in EXERCISE_FILES}
 ERIN = Path(__file__).resolve().parents[1] / "grader" / "commands" / "demo_cohort" / "erin"
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")

@@ -29,6 +29,10 @@ from bertlab.tasks import EXERCISE_TASKS
 from bertlab_grader.authoring import notebook as notebook_source
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
+# The lesson is written about this kit's four tasks, and these tests check its figures and texts; in a
+# course that removed one (bertlab remove-task) they are skipped. That the lesson still runs there, the
+# removed task's steps skipped with a line that says why, tests/test_task_authoring.py checks.
+pytestmark = pytest.mark.tasks("cka", "pooling", "siamese", "retrieval")
 NOTEBOOK_PATH = KIT_ROOT / "exercises" / notebook_source.NOTEBOOK_NAME
 
 SBERT_COSINES = [0.585, 0.804, 0.547, 0.389, 0.403, 0.436, 0.389, 0.102]
@@ -256,7 +260,7 @@ def test_sts_benchmark_and_pca(solutions_run):
 
 
 def test_solutions_progress_says_everything_runs(solutions_run):
-    assert "All four tasks run" in _stdout(solutions_run[0], "progress")
+    assert "Every task runs" in _stdout(solutions_run[0], "progress")
     assert _waiting_lines(solutions_run[0]) == {}
 
 

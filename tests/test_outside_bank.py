@@ -29,11 +29,13 @@ from pathlib import Path
 
 import pytest
 
+from bertlab.tasks import EXERCISE_FILES, EXERCISE_TASKS
+
 KIT_ROOT = Path(__file__).resolve().parents[1]
 BANK = Path(__file__).resolve().parent / "outside_bank"
 ASSIGNMENT = "week7"
-FILES = ("cka.py", "pooling.py", "siamese.py", "retrieval.py")
-TASKS = ("cka", "pooling", "siamese", "retrieval")  # the correctness tasks; performance is left out
+FILES = EXERCISE_FILES
+TASKS = EXERCISE_TASKS  # the correctness tasks; performance is left out
 KINDS = ("correct", "wrong", "hostile")
 ENTRIES: dict[str, dict] = tomllib.loads((BANK / "bank.toml").read_text(encoding="utf-8"))
 

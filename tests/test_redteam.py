@@ -224,6 +224,7 @@ def test_unbounded_allocation_fails_inside_the_sandbox(sb):
             impl.cka.cka_matrix([X])
 
 
+@pytest.mark.tasks("retrieval")  # the red team's loop is in its retrieval.py
 def test_infinite_loop_times_out_and_the_next_call_works(sb):
     with sb.session(sources("loop"), call_timeout_s=1.5) as impl:
         # retrieval.py never finishes importing: it is blamed, and only it fails from then on

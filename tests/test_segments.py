@@ -46,9 +46,9 @@ def test_the_final_part_takes_every_earlier_segment_in_order():
                 "memos": {"skip": {}, "hung": {("k",): f"from {i}", (f"k{i}",): "own"}, "failed_hard": {}}}
             for i in reversed(range(segments.FINAL))}
     part = segments.final_part(done)
-    assert [t["name"] for t in part["earlier_tests"]] == ["t0", "t1", "t2"]
+    assert [t["name"] for t in part["earlier_tests"]] == [f"t{i}" for i in range(segments.FINAL)]
     assert part["seed"]["hung"][("k",)] == "from 0", "the earliest segment's memo wins, as in one process"
-    assert {("k0",), ("k1",), ("k2",)} <= set(part["seed"]["hung"])
+    assert {(f"k{i}",) for i in range(segments.FINAL)} <= set(part["seed"]["hung"])
     assert part["hints"] and part["tasks"] == ["performance"]
     with pytest.raises(ValueError, match="not graded yet"):
         segments.final_part({0: done[0]})
@@ -67,6 +67,7 @@ CASES = {
     "exit_at_import": KIT / "tests" / "redteam_submissions" / "exit_at_import",
     "flood": KIT / "tests" / "redteam_submissions" / "flood",
 }
+CASES = {name: folder for name, folder in CASES.items() if folder.is_dir()}  # a removed task's (remove-task)
 
 
 @pytest.fixture(scope="module")
@@ -146,21 +147,26 @@ def test_the_pool_splits_only_the_last_submissions_and_only_with_free_workers():
             out.append(_name(schedule.take()))
         return out
 
-    assert handed(4, 2) == ["s0", "s1", "s2", "s3/0", "s3/1", "s3/2"]
-    assert handed(4, 3) == ["s0", "s1", "s2/0", "s2/1", "s2/2", "s3/0", "s3/1", "s3/2"]
+    def first_parts(student: str) -> list[str]:  # the parts handed out before the final one
+        return [f"{student}/{i}" for i in range(segments.FINAL)]
+
+    assert handed(4, 2) == ["s0", "s1", "s2", *first_parts("s3")]
+    assert handed(4, 3) == ["s0", "s1", *first_parts("s2"), *first_parts("s3")]
     assert handed(3, 1) == ["s0", "s1", "s2"]
 
 
 def test_a_split_submission_is_reported_once_with_its_final_part_result():
     schedule = _schedule(1, 2)
-    parts = [schedule.take() for _ in range(3)]
-    assert not schedule, "only the first three parts are handed out at first"
-    for job in (parts[2], parts[0]):
+    parts = [schedule.take() for _ in range(segments.FINAL)]
+    assert not schedule, "only the parts before the final one are handed out at first"
+    *first, last = [parts[-1], *parts[:-1]]  # they may finish in any order
+    for job in first:
         assert schedule.finished(job, "part", _part_payload(job)) is None
-    assert not schedule
-    assert schedule.finished(parts[1], "part", _part_payload(parts[1])) is None
+        assert not schedule, "the final part waits for every earlier one"
+    assert schedule.finished(last, "part", _part_payload(last)) is None
     final = schedule.take()
-    assert _name(final) == "s0/3" and [t["name"] for t in final.part["earlier_tests"]] == ["t0", "t1", "t2"]
+    assert _name(final) == f"s0/{segments.FINAL}"
+    assert [t["name"] for t in final.part["earlier_tests"]] == [f"t{i}" for i in range(segments.FINAL)]
     whole = {"tests": ["all"], "score": 1.0}
     assert schedule.finished(final, "part", {"result": whole, "memos": {}}) == (final.submission, whole, None)
     assert not schedule and not schedule.done

@@ -249,6 +249,11 @@ def _bank_toml_without(text: str, entries: set[str]) -> str:
     return "".join(out)
 
 
+def _without_links_to(text: str, page: str) -> str:
+    """``text`` with every Markdown link to ``page`` (in any folder, with any #anchor) replaced by its words."""
+    return re.sub(rf"\[([^\]]+)\]\((?:[^)\s]*/)?{re.escape(page)}(?:#[^)\s]*)?\)", r"\1", text)
+
+
 def remove_task(name: str, out=print) -> list[str]:
     """Remove task ``name``: its pieces, its registry entry, its files in the kit's fixtures and its tests
     in the grade snapshots; the paths removed or changed."""
@@ -288,6 +293,14 @@ def remove_task(name: str, out=print) -> list[str]:
     for role, path in pieces.items():
         if role != "stub":  # the stub goes with the regeneration below
             delete(root / path)
+    for page in sorted((root / "docs").rglob("*.md")) + [root / "README.md"]:
+        # A link to the removed concept page would break (tests/test_docs.py): its words stay, unlinked.
+        if page.is_file():
+            text = page.read_text(encoding="utf-8")
+            unlinked = _without_links_to(text, exercise.concept)
+            if unlinked != text:
+                page.write_text(unlinked, encoding="utf-8")
+                changed.append(str(page.relative_to(root)))
     (root / REGISTRY).write_text(registry, encoding="utf-8")
     changed.append(REGISTRY)
     # Fixtures: whole submissions lose the task's file; an outside-bank entry about the task goes whole.

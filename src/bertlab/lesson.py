@@ -406,7 +406,7 @@ def progress_report(impl: Implementation) -> str:
         lines.append(f"  {task:<10} {states[task][0]}")
     todo = [t for t in EXERCISE_TASKS if states[t][0] != "runs"]
     if not todo:
-        lines.append("All four tasks run. Now make sure they are right: `bertlab check` runs the public tests.")
+        lines.append("Every task runs. Now make sure they are right: `bertlab check` runs the public tests.")
     else:
         task = todo[0]
         name = states[task][1]

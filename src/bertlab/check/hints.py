@@ -63,7 +63,7 @@ def hint_for(task: str, test: TestResult, root: Path) -> str:
                 f"`raise NotImplementedYet(...)` with your code.{see}")
     if _IMPORT_ERROR.search(test.message) and ("exercises" in test.message or test.where):
         return ("One of your files does not even import: fix the error at the file and line shown. The tests of "
-                "every task load all four files, so this comes first.")
+                "every task load every task's file, so this comes first.")
     if test.message.startswith("Timed out"):
         return (f"Look for a loop whose condition never changes, or far more work than the task needs. If your "
                 f"code is only slow, {TIMEOUT_ENV}=600 gives each test more time.")
@@ -96,7 +96,7 @@ def next_step(run: CheckRun, progress: Optional[dict] = None) -> str:
     """The closing line: which task to work on and how to check it."""
     task = next_task(run, progress)
     if task is None:
-        return ("Next: all four tasks pass. Compare your lesson figures with the reference ones: "
+        return ("Next: every task passes. Compare your lesson figures with the reference ones: "
                 "`bertlab lesson` (docs/self-paced.md lists them).")
     report = run.reports.get(task)
     if report is None:
