@@ -27,6 +27,7 @@ KIT_ROOT = Path(__file__).resolve().parents[1]
 # Subcommand -> the test that runs it ("path::function"; a fixture counts: it runs in its tests).
 RUN_BY = {
     "check": "tests/test_check.py::test_check_on_untouched_stubs_shows_every_task_not_started_and_names_cka",
+    "submit": "tests/test_handin.py::submit",
     "release": "tests/test_release.py::test_release_command_writes_refuses_and_replaces",
     "lesson": "tests/test_lesson_figures.py::figures",
     "demo": "tests/conftest.py::demo",
@@ -188,6 +189,22 @@ def test_every_documented_command_is_run_by_a_test(subcommand):
                  if re.search(rf"[\"']{re.escape(n)}[\"']|\b{re.escape(n)}\(", body)}
     assert mentioned, (f"{RUN_BY[subcommand]} does not run `bertlab {subcommand}`: it mentions none of "
                        f"{sorted(dispatch_names(subcommand))}")
+
+
+# "four tasks", "the four files", "all four stubs": a count that `bertlab remove-task` or `new-task` would
+# make wrong. Pages say "the tasks", "every task", "the task files" instead (docs/authoring.md).
+_TASK_COUNT = re.compile(r"\b(?:two|three|four|five|six|seven|eight)\s+(?:small\s+)?"
+                         r"(?:tasks|exercises|stubs|exercise files|task files)\b"
+                         r"|\b(?:your|the|all)\s+(?:three|four|five|six)\s+files\b", re.I)  # "the two files": a pair
+
+
+def test_no_page_counts_the_tasks_in_words():
+    pages = sorted((KIT_ROOT / "docs").rglob("*.md")) + [KIT_ROOT / "README.md"]
+    found = [f"{page.relative_to(KIT_ROOT)}: {match.group(0)!r}" for page in pages
+             for match in _TASK_COUNT.finditer(page.read_text(encoding="utf-8"))]
+    assert not found, ("pages that count the tasks in words (stale once a task is added or removed; say "
+                       "'the tasks' or 'every task'):\n  " + "\n  ".join(found))
+    assert _TASK_COUNT.search("Hand in your four files") and not _TASK_COUNT.search("the two files side by side")
 
 
 def test_links_between_docs_resolve():
