@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from bertlab.tasks import EXERCISE_FILES
+from bertlab.handin.ways import DEFAULT_WAY, WAYS
 
 
 def _cmd_demo(args) -> int:
@@ -20,7 +21,7 @@ def _cmd_demo(args) -> int:
 def _cmd_release(args) -> int:
     from bertlab_grader.authoring.release import release
 
-    release(Path(args.out), force=args.force)  # a ReleaseError is a UsageError: one line, exit 2
+    release(Path(args.out), force=args.force, hand_in=args.hand_in)  # a ReleaseError is a UsageError: exit 2
     return 0
 
 
@@ -146,6 +147,9 @@ def register(sub) -> None:
     p.add_argument("out", help="output directory")
     p.add_argument("--force", action="store_true",
                    help="replace an earlier bundle at OUT (refused while it holds a student's changes)")
+    p.add_argument("--hand-in", choices=sorted(WAYS), default=DEFAULT_WAY,
+                   help="how students hand in, written to the bundle's HAND-IN.md, which `bertlab submit` prints: "
+                        "upload (the archive on an LMS page; the default), gradescope, or nbgrader (the exchange)")
     p.set_defaults(func=_cmd_release)
 
     p = sub.add_parser("audit", help="[instructor] grade the mutant bank and the correct variants with the hidden suites")

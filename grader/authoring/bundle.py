@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from bertlab import __version__
-from bertlab.tasks import EXERCISE_MODULES, EXERCISES
+from bertlab.handin.ways import DEFAULT_WAY, HAND_IN_FILE, WAYS
+from bertlab.tasks import ASSIGNMENT, EXERCISE_MODULES, EXERCISES
 from bertlab_grader.core.locations import (DOCS_DIR, PUBLIC_TESTS_DIR, STUDENT_PACKAGE_DIR)
 from bertlab_grader.authoring.stubs import expected_exercises
 
@@ -78,6 +79,17 @@ python -m pytest --pyargs bertlab.public_tests -m {first}
 Your instructor grades with more tests than these, so passing here is necessary, not sufficient:
 read the docstrings (Inputs, Returns, Raises) and handle every case they describe.
 
+## Hand in
+
+```bash
+bertlab submit
+```
+
+`bertlab submit` copies your task files into a fresh folder, runs the public tests on that copy, and
+packs exactly those files into `week7-submission.zip` (beside `exercises/`), with a manifest of what it
+checked. A file that does not import is refused, and nothing is written. `HAND-IN.md` says where the
+archive goes in this course.
+
 ## Read more
 
 - `docs/student-guide.md`: the tasks, the ideas behind them, and the figures to expect.
@@ -121,8 +133,9 @@ def _copy_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, ignore=lambda folder, names: [n for n in names if _is_junk(Path(folder) / n)])
 
 
-def build_bundle(dest: Path, log: Callable[[str], None] = print) -> list[Path]:
-    """Write every bundle file into the (empty) folder ``dest``; returns the files, relative to it."""
+def build_bundle(dest: Path, log: Callable[[str], None] = print, hand_in: str = DEFAULT_WAY) -> list[Path]:
+    """Write every bundle file into the (empty) folder ``dest``; returns the files, relative to it.
+    ``hand_in``: how this course takes the hand-in (bertlab/handin/ways.py), written to HAND-IN.md."""
     from bertlab_grader.authoring.notebook import NOTEBOOK_NAME, notebook_text
 
     dest = Path(dest)
@@ -151,6 +164,8 @@ def build_bundle(dest: Path, log: Callable[[str], None] = print) -> list[Path]:
             log(f"note: docs/{name} is missing from this kit; the bundle has no copy of it.")
 
     (dest / "README.md").write_text(STUDENT_README, encoding="utf-8")
+    (dest / HAND_IN_FILE).write_text(WAYS[hand_in].replace("{archive}", f"{ASSIGNMENT}-submission.zip") + "\n",
+                                     encoding="utf-8")
     (dest / "pyproject.toml").write_text(bundle_pyproject(), encoding="utf-8")
     (dest / ".gitignore").write_text(BUNDLE_GITIGNORE, encoding="utf-8")
     # Last: the marker records every file written above, so a later --force can tell them from a student's.

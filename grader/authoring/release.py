@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from bertlab.errors import UsageError
+from bertlab.handin.ways import DEFAULT_WAY
 from bertlab_grader.core.locations import (KIT_ROOT)
 
 from bertlab_grader.authoring.bundle import (  # noqa: F401  (the bundle's names its callers read here)
@@ -68,7 +69,7 @@ class ReleaseError(UsageError, ValueError):
 # ---------------------------------------------------------------------------------------------
 
 def release(out: Path, force: bool = False, kit_root: Path = KIT_ROOT,
-            log: Callable[[str], None] = print) -> Path:
+            log: Callable[[str], None] = print, hand_in: str = DEFAULT_WAY) -> Path:
     """Write the student bundle to ``out`` and return its resolved path.
 
     Refuses (ReleaseError) when ``out`` is inside the kit (or holds it), when it exists and is not
@@ -86,7 +87,7 @@ def release(out: Path, force: bool = False, kit_root: Path = KIT_ROOT,
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; the bundle is meant to be shared
     try:
-        files = build_bundle(staging, log=log)
+        files = build_bundle(staging, log=log, hand_in=hand_in)
         problems = scan_bundle(staging)
         if problems:
             raise ReleaseError("The bundle would leak instructor-only material, so nothing was written:\n"

@@ -42,6 +42,9 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
     finally:
         sandbox.close()
     result["submission_digest"] = submission_digest(Submission(student, submission))
+    from bertlab_grader.course.submissions import handin_notes
+
+    result["notes"] = handin_notes(submission)  # (validate_result drops an empty list)
     from bertlab_grader.course.nbgrader_course import check_results_schema, validate_result
 
     result = validate_result(result)

@@ -86,6 +86,11 @@ def validate_result(result: Mapping) -> dict:
         if not isinstance(result["sandboxed"], bool):
             raise ValueError("sandboxed must be true or false")
         out["sandboxed"] = result["sandboxed"]
+    if result.get("notes"):
+        notes = result["notes"]
+        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+            raise ValueError("notes must be a list of strings")
+        out["notes"] = [n[:2000] for n in notes]
     return out
 
 

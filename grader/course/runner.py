@@ -273,7 +273,8 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
                             summary.not_graded[submission.student] = failure
                         else:
                             _record(course, db_url, result if submission is graded else
-                                    as_copy(result, submission.student), digests[submission.student], summary)
+                                    as_copy(result, submission.student), digests[submission.student], summary,
+                                    submission)
                         progress.update(1)
             except RunStopped as exc:
                 summary.stopped = str(exc)
@@ -367,14 +368,19 @@ def _start_cluster(stack: contextlib.ExitStack, scheduler, cluster, assignment, 
     return grading
 
 
-def _record(course: Path, db_url: str | None, result: dict, digest: str, summary: RunSummary) -> None:
-    """Record one result with the digest of the files it graded; a gradebook that cannot be written is
-    the grader's failure, not the student's."""
+def _record(course: Path, db_url: str | None, result: dict, digest: str, summary: RunSummary,
+            submission=None) -> None:
+    """Record one result with the digest of the files it graded (and the hand-in's notes: its
+    manifest); a gradebook that cannot be written is the grader's failure, not the student's."""
     from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.course.submissions import handin_notes
 
     from bertlab_grader.performance import gate as timing_gate
 
     result = {**result, "submission_digest": digest}
+    notes = handin_notes(submission.path) if submission is not None and submission.error is None else []
+    if notes:
+        result["notes"] = notes
     try:
         with timing_gate.working():  # not while a worker times
             nbcourse.record_result(course, result, db_url)

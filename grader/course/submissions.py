@@ -113,6 +113,15 @@ def _broken_module(filename: str, reason: str) -> str:
     return f"raise ImportError({f'{filename} could not be read: {reason}'!r})\n"
 
 
+def handin_notes(path: str | os.PathLike) -> list[str]:
+    """The results' notes about the hand-in at ``path`` (the folder the exercise files were read from):
+    files changed after `bertlab submit` checked them (bertlab/handin/manifest.py). Costs no points."""
+    from bertlab.handin.manifest import manifest_note
+
+    note = manifest_note(Path(path), list(EXERCISE_FILES))
+    return [note] if note else []
+
+
 def read_submission_sources(path: str | os.PathLike) -> SubmissionSources:
     """Return the text of each exercise file (``cka.py``, ``pooling.py``, ``siamese.py``,
     ``retrieval.py``) present directly in ``path``. Other files are ignored; missing files are absent."""

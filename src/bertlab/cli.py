@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from .errors import ReportedError
-from .tasks import EXERCISE_TASKS
+from .tasks import ASSIGNMENT, EXERCISE_TASKS
 
 COMMANDS_GROUP = "bertlab.commands"
 DESCRIPTION = ("bertlab: the week-7 transfer-learning exercises (CKA, pooling, Sentence-BERT, semantic search). "
@@ -29,6 +29,13 @@ def _cmd_check(args) -> int:
     if args.watch:
         return watch_check(task=args.task, impl=args.impl, verbose=args.verbose, directory=directory)
     return run_check(task=args.task, impl=args.impl, verbose=args.verbose, directory=directory)
+
+
+def _cmd_submit(args) -> int:
+    from .handin.command import submit
+
+    return submit(directory=Path(args.dir) if args.dir else None, out=Path(args.out) if args.out else None,
+                  anyway=args.anyway, nbgrader=args.nbgrader, assignment=args.assignment)
 
 
 def _cmd_lesson(args) -> int:
@@ -101,6 +108,18 @@ def add_student_commands(sub) -> None:
                         "seconds, later ones take about a second); Ctrl-C to stop")
     p.add_argument("--impl", default="exercises", help=argparse.SUPPRESS)  # the kit's own tests: 'reference'
     p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("submit", help="hand in: check a fresh copy of your files, then pack exactly them "
+                                      "(week7-submission.zip beside exercises/, with a manifest)")
+    p.add_argument("--dir", metavar="DIR", help="your exercises folder (default: found from the working directory)")
+    p.add_argument("--out", metavar="PATH", help="where to write the archive (default: week7-submission.zip beside "
+                                                 "exercises/)")
+    p.add_argument("--anyway", action="store_true",
+                   help="pack even files that do not import (they will score nothing)")
+    p.add_argument("--nbgrader", action="store_true",
+                   help="hand in through your course's nbgrader exchange (JupyterHub) instead of writing an archive")
+    p.add_argument("--assignment", default=ASSIGNMENT, help=argparse.SUPPRESS)
+    p.set_defaults(func=_cmd_submit)
 
     p = sub.add_parser("lesson", help="compute the lesson's headline figures with your code")
     p.add_argument("--dir", metavar="DIR", help="your exercises folder (default: found from the working directory)")

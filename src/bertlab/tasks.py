@@ -82,6 +82,8 @@ EXERCISE_TASKS: tuple[str, ...] = tuple(e.name for e in EXERCISES)
 EXERCISE_MODULES: tuple[str, ...] = tuple(e.module for e in EXERCISES)
 #: The files a submission holds.
 EXERCISE_FILES: tuple[str, ...] = tuple(e.filename for e in EXERCISES)
+#: The assignment's name in nbgrader (the course's folders, `bertlab submit`'s archive and exchange).
+ASSIGNMENT = "week7"
 #: The graded task that is not an exercise of its own: speed of the student's code against the reference.
 PERFORMANCE = "performance"
 #: Every graded task, in gradebook order.

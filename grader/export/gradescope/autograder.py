@@ -334,11 +334,12 @@ def _grade(root: Path, settings: dict, upload: Upload, started: float) -> int:
     from bertlab_grader.core import locations
     from bertlab_grader.course import grade_one
     from bertlab_grader.course.results import format_gradebook
-    from bertlab_grader.course.submissions import read_submission_sources
+    from bertlab_grader.course.submissions import handin_notes, read_submission_sources
 
     staged = stage(read_submission_sources(upload.folder), root)
     unsafe, why = sandbox_decision(settings["require_sandbox"])
-    notes = list(upload.notes)
+    # A `bertlab submit` archive's manifest: files changed after the check are a note, never a penalty.
+    notes = list(upload.notes) + [f"Note: {note}." for note in handin_notes(upload.folder)]
     if unsafe:
         print(f"WARNING: {why}: grading WITHOUT the sandbox (--unsafe-no-sandbox).", flush=True)
         if os.geteuid() == 0 and locations.CHECKOUT is None:
