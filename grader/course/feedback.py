@@ -4,8 +4,9 @@
   autograded grade cell per task (``grade=True, solution=False, grade_id=<task>``). Its cells hold
   comments only; the points come from the hidden suites that ``bertlab grade`` runs.
 - the graded notebook ``autograded/<student>/<assignment>/<assignment>.ipynb``: the same cells, each grade
-  cell carrying an output that lists the task's tests (name, outcome, points, message, hint).
-  ``nbgrader generate_feedback`` turns it into the student's HTML.
+  cell carrying an output that lists the task's tests (name, outcome, points, message, hint), and
+  after it the student's file for that task as a read-only, ungraded code cell (code_cells.py).
+  formgrader shows it to the instructor; ``nbgrader generate_feedback`` turns it into the student's HTML.
 
 Everything shown comes from the results dict (test names, outcomes, points, the student-visible
 ``message`` and ``hint``); the HTML comes from a Jinja2 template with autoescaping on, because messages
@@ -15,12 +16,15 @@ No test source is read here.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 from collections.abc import Mapping, Sequence
 
 from typing import TYPE_CHECKING
 
 from bertlab_grader.core.locations import COURSE_TEMPLATES
+from bertlab_grader.course import code_cells
 from bertlab.tasks import EXERCISE_FILES
 
 if TYPE_CHECKING:  # nbformat is imported where a notebook is built: its jsonschema costs a second at import
@@ -126,10 +130,33 @@ def _task_text(task: str, tests: Sequence[Mapping], score: float, max_score: flo
     return "\n".join(out)
 
 
+# The files of the submission being recorded, for a caller that cannot pass them: gradebook.record_result
+# builds the notebook with (assignment, max_points, result) only; recording.record_result sets this
+# around it (see showing_files).
+_FILES_SHOWN: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("bertlab_files_shown",
+                                                                                        default=None)
+
+
+@contextlib.contextmanager
+def showing_files(sources: Mapping[str, str] | None):
+    """Within this block, a graded notebook built without ``sources`` shows these files (a
+    ``SubmissionSources``: ``{filename: text}`` and ``problems``)."""
+    token = _FILES_SHOWN.set(sources)
+    try:
+        yield
+    finally:
+        _FILES_SHOWN.reset(token)
+
+
 def build_graded_notebook(assignment: str, max_points: Mapping[str, float],
-                          result: Mapping) -> nbformat.NotebookNode:
-    """The student's graded notebook: the source cells, each grade cell showing its task's tests."""
+                          result: Mapping, sources: Mapping[str, str] | None = None) -> nbformat.NotebookNode:
+    """The student's graded notebook: the source cells, each grade cell showing its task's tests and
+    followed by the student's file for that task (``sources``, else the files of ``showing_files``;
+    none when neither is given), then any other file handed in."""
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+    if sources is None:
+        sources = _FILES_SHOWN.get()
 
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
@@ -148,6 +175,8 @@ def build_graded_notebook(assignment: str, max_points: Mapping[str, float],
         nb.cells.append(new_code_cell(_grade_cell_source(task, points), id=f"bertlab-{task}",
                                       metadata=_grade_metadata(task, points, locked=True),
                                       outputs=[out]))
+        nb.cells.extend(code_cells.cells_for_task(task, sources))
+    nb.cells.extend(code_cells.cells_for_other_files(max_points, sources))
     # (Not validated here: its shape is this function's, the same for every student, and a record of
     # 10,000 on a cluster paid a tenth of its time for it; tests/test_course.py validates it.)
     return nb

@@ -16,6 +16,7 @@ failed check (grader/grading/scoring.py knows this file).
 from __future__ import annotations
 
 import math
+import re
 from numbers import Real
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -26,7 +27,7 @@ import torch.nn.functional as F
 
 from .errors import unfinished
 from .mistakes import hint as mistake_hint
-from .tasks import EXERCISES
+from .tasks import EXERCISE_FILES, EXERCISES
 
 
 def fail(message: str):
@@ -76,15 +77,31 @@ def first_line(exc: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+# One frame of the student's traceback as the grading sandbox reports it (remote.StudentError):
+# '  File "cka.py", line 12, in linear_cka', always a bare file name, never a folder.
+_STUDENT_FRAME = re.compile(r'^\s*File "(?P<file>[^"/\\]+)", line (?P<line>\d+)', re.MULTILINE)
+
+
+def raised_where(exc: BaseException) -> str:
+    """`` in cka.py, line 12``: where in the student's files ``exc`` was raised, or ``""``.
+
+    Only an exception that crossed the grading sandbox carries the frames of the student's own files
+    (``student_traceback``); the innermost one is where it was raised. A frame of any other file (the
+    kit, torch) is never named: the student must never see a kit path, and could not act on it."""
+    frames = _STUDENT_FRAME.findall(str(getattr(exc, "student_traceback", "") or ""))
+    frames = [(name, line) for name, line in frames if name in EXERCISE_FILES]
+    return f" in {frames[-1][0]}, line {frames[-1][1]}" if frames else ""
+
+
 def call_on_valid_input(call, what: str, why_valid: str, advice: str):
     """``call()`` on an input the docstring allows; a ValueError there is a wrong answer, said as such:
-    "<what> raised ValueError (<its message>), but <why_valid>. <advice>"."""
+    "<what> raised ValueError (<its message>) in <file>, line <n>, but <why_valid>. <advice>"."""
     try:
         return call()
     except ValueError as exc:
-        raised = first_line(exc)
+        raised = f"({first_line(exc)}){raised_where(exc)}"
     # Failed outside the except block, so the student's exception is not chained onto the message.
-    fail(f"{what} raised ValueError ({raised}), but {why_valid}. {advice}")
+    fail(f"{what} raised ValueError {raised}, but {why_valid}. {advice}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,7 +359,7 @@ def expect_value_error(call: Callable[[], object], what: str, why: str) -> None:
         if is_harness_error(exc):
             raise
         name = getattr(exc, "type_name", None) or type(exc).__name__
-        fail(f"{what} raised {name} ({first_line(exc)}); expected ValueError because {why}. "
+        fail(f"{what} raised {name} ({first_line(exc)}){raised_where(exc)}; expected ValueError because {why}. "
              "Check the input up front and `raise ValueError(...)` with a clear message.")
     fail(f"{what} returned {short(result)} instead of raising ValueError, but {why}. "
          "Check the input up front and `raise ValueError(...)` with a clear message.")
