@@ -1,5 +1,5 @@
 """The student's files in the graded notebook (grader/course/code_cells.py, feedback.build_graded_notebook,
-recording.py), and the file and line a failed check names (bertlab.assertions.raised_where).
+submissions.submitted_sources), and the file and line a failed check names (bertlab.assertions.raised_where).
 
 Fast: notebooks are built in memory, no gradebook and no nbgrader command; formgrader's own page is
 tests/test_formgrader_review.py's.
@@ -17,8 +17,8 @@ import nbformat
 import pytest
 
 from bertlab.tasks import EXERCISE_FILES, EXERCISE_TASKS, GRADED_TASKS, PERFORMANCE, exercise
-from bertlab_grader.course import code_cells, recording
-from bertlab_grader.course.feedback import build_graded_notebook, showing_files
+from bertlab_grader.course import code_cells, submissions
+from bertlab_grader.course.feedback import build_graded_notebook
 from bertlab_grader.course.submissions import SubmissionSources, list_submissions, read_submission_sources
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
@@ -143,13 +143,9 @@ def test_an_unreadable_file_gets_a_one_line_note(tmp_path):
     assert ok.cell_type == "code" and ok.outputs[0].data["text/plain"] == "ok = 1\n"
 
 
-def test_no_files_no_code_cells_and_the_context_gives_them_otherwise():
-    bare = _notebook(None)
-    assert not _file_cells(bare)
-    with showing_files(_sources()):
-        shown = build_graded_notebook(ASSIGNMENT, MAX_POINTS, _result())
-    assert len(_file_cells(shown)) == len(EXERCISE_FILES)
-    assert not _file_cells(build_graded_notebook(ASSIGNMENT, MAX_POINTS, _result()))  # reset after the block
+def test_no_files_no_code_cells():
+    assert not _file_cells(_notebook(None))
+    assert len(_file_cells(_notebook(_sources()))) == len(EXERCISE_FILES)
 
 
 def test_a_file_whose_task_the_course_leaves_out_follows_the_task_cells():
@@ -173,7 +169,7 @@ def test_no_hidden_test_source_reaches_the_code_cells(tmp_path):
     hidden = sorted((KIT_ROOT / "tests" / "hidden").glob("test_hidden_*.py"))
     assert hidden, "the kit's hidden suites are missing"
     (folder / hidden[0].name).write_text(hidden[0].read_text())
-    sources = recording.submitted_sources(tmp_path / "course", "amy", ASSIGNMENT)
+    sources = submissions.submitted_sources(tmp_path / "course", "amy", ASSIGNMENT)
     written = nbformat.v4.writes(_notebook(sources))
     for suite in hidden:
         distinctive = [line.strip() for line in suite.read_text().splitlines() if len(line.strip()) > 40]
@@ -182,7 +178,7 @@ def test_no_hidden_test_source_reaches_the_code_cells(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# where recording finds the files
+# where recording a result finds the files
 
 
 def test_recording_finds_a_folder_and_an_extracted_zip(tmp_path):
@@ -193,11 +189,11 @@ def test_recording_finds_a_folder_and_an_extracted_zip(tmp_path):
     (course / "submitted" / "bo").mkdir()
     with zipfile.ZipFile(course / "submitted" / "bo" / f"{ASSIGNMENT}.zip", "w") as zf:
         zf.writestr(f"wrapped/{EXERCISE_FILES[0]}", "bo = 2\n")
-    assert recording.submitted_sources(course, "bo", ASSIGNMENT) is None  # not extracted yet: never here
+    assert submissions.submitted_sources(course, "bo", ASSIGNMENT) is None  # not extracted yet: never here
     list_submissions(course, ASSIGNMENT)  # as `bertlab grade` does: extracts into the staging folder
-    assert recording.submitted_sources(course, "amy", ASSIGNMENT) == {EXERCISE_FILES[0]: "amy = 1\n"}
-    assert recording.submitted_sources(course, "bo", ASSIGNMENT) == {EXERCISE_FILES[0]: "bo = 2\n"}
-    assert recording.submitted_sources(course, "nobody", ASSIGNMENT) is None
+    assert submissions.submitted_sources(course, "amy", ASSIGNMENT) == {EXERCISE_FILES[0]: "amy = 1\n"}
+    assert submissions.submitted_sources(course, "bo", ASSIGNMENT) == {EXERCISE_FILES[0]: "bo = 2\n"}
+    assert submissions.submitted_sources(course, "nobody", ASSIGNMENT) is None
 
 
 # ------------------------------------------------------------------------------------------------

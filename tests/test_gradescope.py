@@ -183,12 +183,17 @@ def test_reference_and_a_mutant_get_the_grade_of_grade_one(autograder, demo, tmp
     assert_same_grade(document, alice, autograder)
     assert f"Graded: {', '.join(EXERCISE_FILES)} (from the folder week7/)" in document["output"]
 
+    # The mutant as `bertlab submit` packs it (files at the top, MANIFEST.json), whose manifest was written
+    # for another cka.py: graded as it is, with a note that costs nothing.
+    from bertlab.handin.archive import write_archive
+    from bertlab.handin.manifest import build_manifest
+
     archive = tmp_path / "upload.zip"
-    with zipfile.ZipFile(archive, "w") as z:
-        for name, text in mutant.items():
-            z.writestr(f"my-week7/{name}", text)
+    checked = {name: text.encode() for name, text in mutant.items()}
+    write_archive(archive, checked, build_manifest({**checked, "cka.py": b"# what was checked\n"}, {}, "test"))
     proc, document = _run(autograder, {"upload.zip": archive.read_bytes()})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "Note: changed after it was checked: cka.py" in document["output"], document["output"]
     kit = _grade_one(mutant, tmp_path / "mutant")
     assert_same_grade(document, kit, autograder)
     lost = [t for t in document["tests"] if t["score"] < t["max_score"] and t["tags"] == ["pooling"]]
@@ -307,6 +312,18 @@ def test_find_upload_follows_the_kits_rules(tmp_path):
     found = gradescope.find_upload(archive_upload, tmp_path / "unzipped2")
     assert found.folder == tmp_path / "unzipped2" / "exercises" and found.refused is None
     assert _files(found.folder) == sources
+
+    from bertlab.handin.archive import write_archive
+    from bertlab.handin.manifest import build_manifest
+    from bertlab_grader.course.submissions import handin_notes
+
+    packed = tmp_path / "packed"  # as `bertlab submit` writes it: files at the top, and MANIFEST.json
+    packed.mkdir()
+    files = {name: text.encode() for name, text in sources.items()}
+    write_archive(packed / "week7-submission.zip", files, build_manifest(files, {}, "test"))
+    found = gradescope.find_upload(packed, tmp_path / "unzipped4")
+    assert found.refused is None and _files(found.folder) == sources
+    assert handin_notes(found.folder) == []  # as checked: nothing to note
 
     with zipfile.ZipFile(archive_upload / "second.zip", "w") as z:
         z.writestr("cka.py", sources["cka.py"])

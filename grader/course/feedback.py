@@ -16,8 +16,6 @@ No test source is read here.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 from collections.abc import Mapping, Sequence
 
@@ -130,33 +128,12 @@ def _task_text(task: str, tests: Sequence[Mapping], score: float, max_score: flo
     return "\n".join(out)
 
 
-# The files of the submission being recorded, for a caller that cannot pass them: gradebook.record_result
-# builds the notebook with (assignment, max_points, result) only; recording.record_result sets this
-# around it (see showing_files).
-_FILES_SHOWN: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("bertlab_files_shown",
-                                                                                        default=None)
-
-
-@contextlib.contextmanager
-def showing_files(sources: Mapping[str, str] | None):
-    """Within this block, a graded notebook built without ``sources`` shows these files (a
-    ``SubmissionSources``: ``{filename: text}`` and ``problems``)."""
-    token = _FILES_SHOWN.set(sources)
-    try:
-        yield
-    finally:
-        _FILES_SHOWN.reset(token)
-
-
 def build_graded_notebook(assignment: str, max_points: Mapping[str, float],
                           result: Mapping, sources: Mapping[str, str] | None = None) -> nbformat.NotebookNode:
     """The student's graded notebook: the source cells, each grade cell showing its task's tests and
-    followed by the student's file for that task (``sources``, else the files of ``showing_files``;
-    none when neither is given), then any other file handed in."""
+    followed by the student's file for that task (``sources``, a ``SubmissionSources``; none when not
+    given), then any other file handed in."""
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
-
-    if sources is None:
-        sources = _FILES_SHOWN.get()
 
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}

@@ -12,16 +12,19 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from bertlab.fileio import atomic_write_text
+from bertlab_grader.course.adjustments import (SET_ASIDE, Adjustment, apply_rule, files_changed, previous_digest,
+                                               remember_set_aside)
 from bertlab_grader.course.feedback import build_graded_notebook
 
 from bertlab_grader.course.config import (
     CourseError, NbgraderCommandError, _check_name, _course_lock, _normalise_db_url, _ordered_tasks,
     course_db_url, ensure_python_on_path, nbgrader_environment)
 from bertlab_grader.course.results import autograded_dir, validate_result, write_results_json
+from bertlab_grader.course.submissions import submitted_sources
 from bertlab_grader.core.points import POINTS_EPSILON
 
 log = logging.getLogger(__name__)
@@ -78,8 +81,10 @@ def _gradebook(db_url: str):
         yield gb
 
 
-def _record_in_gradebook(db_url: str, result: dict, timestamp) -> dict[str, float]:
-    """Upsert student, submission, submitted notebook and one grade per task; return task -> max points."""
+def _record_in_gradebook(db_url: str, result: dict, timestamp, changed: bool = False):
+    """Upsert student, submission, submitted notebook and one grade per task; return (task -> max points,
+    what happened to the instructor's adjustments: grader/course/adjustments.py, ``changed``: the files
+    differ from those of the result this one replaces)."""
     from nbgrader.api import Grade, MissingEntry, SubmittedNotebook
     from sqlalchemy.exc import SAWarning
 
@@ -117,23 +122,28 @@ def _record_in_gradebook(db_url: str, result: dict, timestamp) -> dict[str, floa
             gb.db.add(sub_nb)
         try:
             grades = {g.cell_id: g for g in sub_nb.grades}
+            by_task = {}
             for name, cell in cells.items():
                 grade = grades.get(cell.id)
                 if grade is None:
                     grade = Grade(cell_id=cell.id, notebook=sub_nb)
                     gb.db.add(grade)
                 grade.auto_score = scores[name]
-                # as nbgrader's autograder: a human score already given is kept, and flagged for review
-                grade.needs_manual_grade = grade.manual_score is not None
+                grade.needs_manual_grade = False
+                by_task[name] = grade
+            # a human score already given: kept for the same files (as nbgrader's autograder), else set aside
+            adjustment = apply_rule(by_task, student, changed)
             gb.db.commit()
         except Exception:
             gb.db.rollback()
             raise
-        return {name: cells[name].max_score for name in _ordered_tasks(cells)}
+        return {name: cells[name].max_score for name in _ordered_tasks(cells)}, adjustment
 
 
 def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | None = None,
-                  *, timestamp: datetime.datetime | str | None = None) -> Path:
+                  *, timestamp: datetime.datetime | str | None = None,
+                  on_adjustment: Callable[[Adjustment], None] | None = None,
+                  sources: Mapping[str, str] | None = None) -> Path:
     """Record one graded submission (idempotent: recording a student again replaces the earlier result).
 
     Upserts the student, the SubmittedAssignment / SubmittedNotebook and one auto-scored grade per task
@@ -142,6 +152,12 @@ def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | 
     copies nbgrader's ``timestamp.txt`` / ``submission_secret.txt`` from the submitted folder when the
     collect step wrote them, and writes ``results.json`` last. ``timestamp`` overrides the submission time
     (else the submitted ``timestamp.txt`` is used). Returns the autograded folder.
+
+    The graded notebook shows the student's files beside their results: ``sources`` (a
+    ``SubmissionSources``) when given, else what the course holds for this student (read as text only).
+
+    An instructor's manual score or extra credit is kept when the files are the same as those of the result
+    replaced, and set aside when they changed (grader/course/adjustments.py); ``on_adjustment`` hears which.
     """
     import nbformat
 
@@ -155,9 +171,17 @@ def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | 
         ts_value = parse_utc(timestamp)
         ts_text = ts_value.isoformat(sep=" ")
     with _course_lock(course_dir):
-        max_points = _record_in_gradebook(url, result, ts_value)
         dest = autograded_dir(course_dir, student, assignment)
-        nb = build_graded_notebook(assignment, max_points, result)
+        before = previous_digest(dest / "results.json")
+        changed = files_changed(before, result.get("submission_digest"))
+        max_points, adjustment = _record_in_gradebook(url, result, ts_value, changed)
+        if adjustment is not None and adjustment.action == SET_ASIDE:
+            remember_set_aside(course_dir, assignment, adjustment, before, result.get("submission_digest"))
+        if adjustment is not None and on_adjustment is not None:
+            on_adjustment(adjustment)
+        if sources is None:
+            sources = submitted_sources(course_dir, student, assignment)
+        nb = build_graded_notebook(assignment, max_points, result, sources)
         # nbformat.v4.writes, not nbformat.writes: the latter validates the notebook against its schema
         # (a fifth of a record's time) only to log what it finds; the kit's tests validate this notebook.
         atomic_write_text(dest / f"{assignment}.ipynb", nbformat.v4.writes(nb) + "\n")

@@ -25,16 +25,14 @@ Public API: :func:`init_course`, :func:`record_result`, :func:`write_results_jso
 # This module is the course's one entry point: everything else reads the course through it, and it
 # holds nothing of its own. The jobs live beside it: config.py (names, the gradebook's URL,
 # nbgrader_config.py, init_course), results.py (results.json), gradebook.py (recording, nbgrader's
-# export and feedback), recording.py (recording with the student's files shown in the graded notebook),
-# submissions.py (finding and reading submissions).
+# export and feedback), submissions.py (finding and reading submissions).
 
 from bertlab_grader.core.locations import RESULTS_SCHEMA  # noqa: F401
 from bertlab_grader.course.config import (  # noqa: F401
     CONFIG_FILE, DEFAULT_COURSE_ID, OUTCOMES, CourseError, NbgraderCommandError, check_gradebook, course_db_url,
     ensure_python_on_path, gradebook_assignments, init_course, known_assignments, nbgrader_environment)
 from bertlab_grader.course.gradebook import (  # noqa: F401
-    export_and_feedback, export_grades, generate_feedback, keep_gradebook_open)
-from bertlab_grader.course.recording import record_result  # noqa: F401  (the gradebook's, with the files shown)
+    export_and_feedback, export_grades, generate_feedback, keep_gradebook_open, record_result)
 from bertlab_grader.course.results import (  # noqa: F401
     autograded_dir, check_results_schema, course_max_points, error_result, load_results, validate_result,
     write_results_json)

@@ -56,6 +56,7 @@ from bertlab_grader.course.pool import (RunStopped, _check_sandbox, _pool_result
                                         start_workers, stop_workers)
 from bertlab_grader.course.pool import _context  # noqa: F401  (tests start their own workers with it)
 from bertlab_grader.course.preconditions import check_course_for_grading
+from bertlab_grader.course.adjustments import KEPT, SET_ASIDE
 from bertlab_grader.course.results import format_gradebook
 
 
@@ -87,6 +88,7 @@ class RunSummary:
     stopped: str | None = None                              # the whole run stopped: why
     retried: list[str] = field(default_factory=list)        # on a cluster: started again after a worker died
     unfit_workers: dict[str, str] = field(default_factory=dict)  # on a cluster: worker address -> why it cannot grade
+    adjustments: list = field(default_factory=list)         # grader/course/adjustments.py: kept or set aside
 
     @property
     def exit_code(self) -> int:
@@ -121,6 +123,13 @@ class RunSummary:
             lines.append(f"  Dask workers that could not grade (they graded nothing): {len(self.unfit_workers)}")
             for address, cause in sorted(self.unfit_workers.items()):
                 lines.append(f"    {address}: {cause.strip().splitlines()[0] if cause.strip() else cause}")
+        kept = [a.student for a in self.adjustments if a.action == KEPT]
+        set_aside = [a.student for a in self.adjustments if a.action == SET_ASIDE]
+        if kept:
+            lines.append(f"  manual scores and extra credit kept (the same files graded again): {names(kept)}")
+        if set_aside:
+            lines.append(f"  manual scores and extra credit set aside (the files changed; look again in formgrader, "
+                         f"the old ones are in .bertlab/set-aside-adjustments-*.json): {names(set_aside)}")
         if self.layout:
             lines.append(f"  folders under submitted/ holding no submission (not graded): {len(self.layout)}")
             for problem in self.layout:
@@ -383,7 +392,7 @@ def _record(course: Path, db_url: str | None, result: dict, digest: str, summary
         result["notes"] = notes
     try:
         with timing_gate.working():  # not while a worker times
-            nbcourse.record_result(course, result, db_url)
+            nbcourse.record_result(course, result, db_url, on_adjustment=summary.adjustments.append)
     except Exception as exc:  # noqa: BLE001 - the gradebook or the disk: never the student's
         summary.not_graded[result["student"]] = f"the result could not be recorded: {type(exc).__name__}: {exc}"
         return

@@ -459,3 +459,29 @@ def submitted_assignments(course_dir: str | os.PathLike) -> set[str]:
             elif entry.suffix.lower() == ".zip" and valid_id(entry.stem):
                 names.add(entry.stem)
     return names
+
+
+# ---------------------------------------------------------------------------------------------------
+# A recorded submission's files, for the graded notebook (read as text only, never imported or run)
+
+def submitted_folder(course_dir: str | os.PathLike, student: str, assignment: str) -> Path | None:
+    """Where ``student``'s files of ``assignment`` are, as ``scan_submitted`` found them: the folder
+    ``submitted/<student>/<assignment>/`` when it holds an exercise file, else the folder a zip was
+    extracted to (never extracted here), else None."""
+    course_dir = Path(course_dir)
+    folder = course_dir / "submitted" / student / assignment
+    if not folder.is_symlink() and folder.is_dir() and any(os.path.lexists(folder / f) for f in EXERCISE_FILES):
+        return folder
+    staged = staging_dir(course_dir, assignment, student)
+    if not staged.is_symlink() and staged.is_dir():
+        return _sources_root(staged)
+    return None
+
+
+def submitted_sources(course_dir: str | os.PathLike, student: str, assignment: str) -> SubmissionSources | None:
+    """The text of ``student``'s handed-in files (``read_submission_sources``), or None when the course
+    holds none for them (a refused zip, a result recorded without a submission)."""
+    folder = submitted_folder(course_dir, student, assignment)
+    if folder is None:
+        return None
+    return read_submission_sources(folder) or None
