@@ -302,7 +302,7 @@ def test_copies_are_graded_once_and_each_gets_the_result_under_its_own_name(tmp_
     monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
     monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
     monkeypatch.setattr(nbcourse, "init_course", lambda *a, **k: None)
-    monkeypatch.setattr(nbcourse, "record_result", lambda course, result, db_url=None: recorded.update(
+    monkeypatch.setattr(nbcourse, "record_result", lambda course, result, db_url=None, **kw: recorded.update(
         {result["student"]: result}))
     monkeypatch.setattr(nbcourse, "export_and_feedback", lambda *a, **k: (None, None))
     monkeypatch.setattr(nbcourse, "keep_gradebook_open", lambda *a, **k: __import__("contextlib").nullcontext())

@@ -84,7 +84,9 @@ def test_bundle_holds_what_a_student_needs(bundle):
     for name in [f"{t}.py" for t in EXERCISE_MODULES] + ["Week_7_encoder.ipynb"]:
         # the stubs and the notebook are the generated ones, byte for byte (the checkout's copy is current)
         assert files[f"exercises/{name}"] == (KIT_ROOT / "exercises" / name).read_bytes(), name
-    assert "bertlab check" in files["README.md"].decode()
+    assert "bertlab check" in files["README.md"].decode() and "bertlab submit" in files["README.md"].decode()
+    # how this course takes the hand-in: the default way's paragraph, naming the archive submit writes
+    assert files["HAND-IN.md"].decode().startswith("Hand in: upload week7-submission.zip")
 
 
 def test_bundle_holds_nothing_instructor_only(bundle):
@@ -144,7 +146,8 @@ def test_bundle_is_its_own_distribution_with_the_student_dependencies(bundle):
     assert ours["project"]["name"] == rel.BUNDLE_DISTRIBUTION == "bertlab-student"
     assert ours["project"]["scripts"] == {"bertlab": "bertlab.cli:main"}
     assert "entry-points" not in ours["project"], "the bundle must not add commands"
-    assert ours["tool"]["setuptools"]["packages"] == ["bertlab", "bertlab.check", "bertlab.teaching", "bertlab.public_tests"]
+    assert ours["tool"]["setuptools"]["packages"] == ["bertlab", "bertlab.check", "bertlab.handin", "bertlab.teaching",
+                                                      "bertlab.public_tests"]
     assert ours["tool"]["setuptools"]["dynamic"]["dependencies"] == {"file": ["src/bertlab/requirements.txt"]}
     student = _requirements(bundle / "src" / "bertlab" / "requirements.txt")
     assert student == _requirements(STUDENT_PACKAGE / "requirements.txt")
@@ -311,9 +314,9 @@ def test_force_refuses_a_bundle_that_predates_the_manifest(earlier):
 def test_force_checks_again_just_before_deleting(earlier, monkeypatch):
     build = rel.build_bundle
 
-    def student_saves_while_building(dest, log=print):
+    def student_saves_while_building(dest, log=print, **options):
         (earlier / "exercises" / "pooling.py").write_text("saved during the release\n")
-        return build(dest, log=log)
+        return build(dest, log=log, **options)
 
     monkeypatch.setattr(rel, "build_bundle", student_saves_while_building)
     with pytest.raises(rel.ReleaseError, match="exercises/pooling.py"):
