@@ -46,6 +46,16 @@ def _import_errors(folder: Path, names: list[str]) -> dict[str, str]:
                                "look for code at module level that exits"}
 
 
+def _destination(out: Optional[Path], exercises: Path, assignment: str) -> Path:
+    """Where the archive goes: ``--out`` (a .zip), else ``default_archive``."""
+    if out is None:
+        return default_archive(exercises, assignment)
+    destination = Path(out).expanduser().resolve()
+    if destination.suffix != ".zip":
+        raise UsageError(f"--out {out}: the archive must be a .zip file (e.g. --out {assignment}-submission.zip)")
+    return destination
+
+
 def _files_do(errors: dict[str, str]) -> str:
     return f"{', '.join(errors)} {'does' if len(errors) == 1 else 'do'}"
 
@@ -68,9 +78,7 @@ def submit(directory: Optional[Path] = None, out: Optional[Path] = None, anyway:
     tasks, helpers = handin_files(workspace.exercises)
     names = tasks + helpers
     files = {name: (workspace.exercises / name).read_bytes() for name in names}
-    destination = None if nbgrader else Path(out).expanduser().resolve() if out else default_archive(workspace.exercises, assignment)
-    if destination is not None and destination.suffix != ".zip":
-        raise UsageError(f"--out {out}: the archive must be a .zip file (e.g. --out {assignment}-submission.zip)")
+    destination = None if nbgrader else _destination(out, workspace.exercises, assignment)
     if nbgrader:  # before the check: a course not configured is said at once
         from .exchange import NO_COURSE, configured_course
 
