@@ -1,17 +1,28 @@
 """Cohort benchmark: `bertlab grade` against plain sequential `nbgrader autograde`, same cohort, same run.
 
-    python benchmarks/cohort_benchmark.py --n 100 --workers 2 [--baseline-n 10] [--every-copy]
+    python benchmarks/cohort_benchmark.py [--cohort distinct|copies] [--workers 2] [--baseline-n 10] [--no-floor]
 
-Builds a cohort of N submissions (solution copies, mutants from the bank, broken ones), grades it
-with `bertlab grade` (sandboxed, warm parallel workers), then grades the first --baseline-n of the
-same submissions the way a plain nbgrader course would: `nbgrader autograde` executing, one after the
-other, a notebook that imports the student's modules into its own kernel and runs the same hidden
-suites there (no sandbox; a fresh kernel, torch import and model load per student). Prints seconds
-per submission, throughput, and the ratio. The baseline may be run on a subset because it is slow;
-the ratio compares per-submission throughput, measured on the same machine in the same run.
-`bertlab grade` grades identical files once (docs/instructor-guide.md "Copies are graded once"), and
-the cohort holds copies; --every-copy grades the cohort a second time with every copy graded on its
-own, and prints that time and whether every student got the same points both ways.
+**The cohort.** By default (``--cohort distinct``) a class as it hands in: no two submissions alike.
+Every mutant and every correct variant of the kit's bank, every entry of the outside bank (correct
+code in other styles, wrong code found in other people's repositories, hostile code), a broken file
+per task (a syntax error) and a few of the red team's cheap hostile submissions, each on the
+reference's other files. ``--cohort copies`` is the older cohort, about 60% exact copies of the
+solution: `bertlab grade` grades identical files once, so it says what copies cost ("copies graded
+once"), not what a class costs.
+
+**The three figures**, measured in the same run:
+- `bertlab grade` (sandboxed, warm parallel workers), wall time with start-up, export and feedback;
+- plain nbgrader: `nbgrader autograde` executing, one after the other, a notebook that imports the
+  student's modules into its own kernel and runs the same hidden suites there (no sandbox; a fresh
+  kernel, torch import and model load per student), on ``--baseline-n`` submissions spread over the
+  cohort (it is slow); the ratio compares seconds per submission;
+- the cohort's own compute floor: the same correctness suites on the same submissions in one warm
+  process, with no sandbox, no timing and no hints (the hostile ones are left out of it: they would
+  end this process; the floor is given per submission). Times the workers: with 2 workers, a floor of
+  F s per submission is F/2 s of wall time per submission.
+
+Prints seconds per submission, the ratio to plain nbgrader, the floor and the ratio to it, and with
+--every-copy the time of grading each copy on its own.
 """
 
 from __future__ import annotations
@@ -40,6 +51,73 @@ def solution_copies(cohort: dict[str, dict[str, str]]) -> list[str]:
     """The students of ``cohort`` whose files are exactly the solutions (they must get full marks)."""
     solution = reference_sources()
     return [student for student, files in cohort.items() if files == solution]
+
+
+# The red team's hostile submissions cheap enough for a cohort (no endless loop, fork bomb or memory hog):
+# each file of theirs over the reference's others.
+CHEAP_HOSTILE = ("exit_at_import", "exit_in_call", "always_equal", "fake_probe", "monkeypatch")
+
+
+def distinct_cohort() -> tuple[dict[str, dict[str, str]], set[str]]:
+    """(student -> {filename: source}, the hostile students): a class as it hands in, no two alike."""
+    import importlib.util
+
+    from bertlab.tasks import EXERCISE_FILES
+    from bertlab_grader.mutants import load_bank
+
+    solution = reference_sources()
+    cohort: dict[str, dict[str, str]] = {}
+    for entry in load_bank():  # every mutant and variant: its one changed file over the reference
+        cohort[entry.name] = {**solution, entry.file: (entry.path / entry.file).read_text()}
+    spec = importlib.util.spec_from_file_location("outside_bank", KIT_ROOT / "tests" / "test_outside_bank.py")
+    outside = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(outside)
+    hostile = set()
+    for name, entry in outside.ENTRIES.items():
+        cohort[f"ob_{name}"] = {**solution, **outside.submission_sources(name)}
+        if entry["kind"] == "hostile":
+            hostile.add(f"ob_{name}")
+    for name in EXERCISE_FILES:  # a file that does not parse, a different one per task
+        cohort[f"broken_{name[:-3]}"] = {**solution, name: solution[name] + f"\ndef unfinished_{name[:-3]}(:\n"}
+    for name in CHEAP_HOSTILE:
+        folder = KIT_ROOT / "tests" / "redteam_submissions" / name
+        cohort[f"rt_{name}"] = {**solution, **{p.name: p.read_text() for p in folder.glob("*.py")}}
+        hostile.add(f"rt_{name}")
+    texts = [json.dumps(files, sort_keys=True) for files in cohort.values()]
+    assert len(set(texts)) == len(texts), "two submissions of the distinct cohort are alike"
+    return cohort, hostile
+
+
+def compute_floor(cohort: dict[str, dict[str, str]], hostile: set[str], workdir: Path) -> tuple[float, int]:
+    """(seconds per submission, submissions measured): the correctness suites on each non-hostile
+    submission, in this one warm process (no sandbox, no timing, no hints), after a rehearsal."""
+    from bertlab.implementations import load_directory
+    from bertlab.tasks import EXERCISE_TASKS
+    from bertlab_grader.grading.scoring import run_hidden_suite
+
+    run_hidden_suite(load_directory(_folder(workdir / "floor", "rehearsal", reference_sources())),
+                     student="rehearsal", tasks=EXERCISE_TASKS, hints=False)
+    measured, seconds = 0, 0.0
+    for student, files in cohort.items():
+        if student in hostile:
+            continue
+        folder = _folder(workdir / "floor", student, files)
+        start = time.perf_counter()
+        try:
+            run_hidden_suite(load_directory(folder), student=student, tasks=EXERCISE_TASKS, hints=False)
+        except Exception:  # noqa: BLE001 - a file that does not import: the suites never run, as for a grader
+            pass
+        seconds += time.perf_counter() - start
+        measured += 1
+    return seconds / max(measured, 1), measured
+
+
+def _folder(base: Path, student: str, files: dict[str, str]) -> Path:
+    folder = base / student
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
 
 
 def build_cohort(n: int, seed: int = 0) -> dict[str, dict[str, str]]:
@@ -147,9 +225,13 @@ def run_bertlab(cohort: dict, workers: int, workdir: Path, every_copy: bool = Fa
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100, help="submissions in the cohort")
+    parser.add_argument("--cohort", choices=("distinct", "copies"), default="distinct",
+                        help="distinct: the bank's submissions, no two alike (default); copies: --n submissions, "
+                             "about 60%% copies of the solution")
+    parser.add_argument("--n", type=int, default=100, help="submissions in the copies cohort")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--baseline-n", type=int, default=10, choices=range(1, 10**6), metavar="K", help="submissions graded by the nbgrader baseline")
+    parser.add_argument("--no-floor", action="store_true", help="do not measure the cohort's compute floor")
     parser.add_argument("--keep", action="store_true", help="keep the course folders")
     parser.add_argument("--every-copy", action="store_true",
                         help="also grade the cohort with every copy graded on its own (bertlab grade grades "
@@ -158,42 +240,53 @@ def main(argv=None) -> int:
 
     from bertlab_grader.grading.scoring import max_points_by_task
 
-    cohort = build_cohort(args.n)
+    if args.cohort == "distinct":
+        cohort, hostile = distinct_cohort()
+    else:
+        cohort, hostile = build_cohort(args.n), set()
+    n = len(cohort)
     workdir = Path(tempfile.mkdtemp(prefix="bertlab-cohort-"))
     try:
         ours, results, exit_code = run_bertlab(cohort, args.workers, workdir)
         every_copy = run_bertlab(cohort, args.workers, workdir, every_copy=True) if args.every_copy else None
-        baseline_cohort = dict(list(cohort.items())[: args.baseline_n])
+        # the baseline's sample: spread over the cohort (mutants, variants, outside bank, broken), not its head
+        step = max(1, n // args.baseline_n)
+        sample = [s for s in list(cohort)[::step] if s not in hostile][: args.baseline_n]
+        baseline_cohort = {s: cohort[s] for s in sample}
         theirs, their_scores = run_baseline(baseline_cohort, max_points_by_task(), workdir)
+        floor = None if args.no_floor else compute_floor(cohort, hostile, workdir)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    per_ours, per_theirs = ours / args.n, theirs / max(args.baseline_n, 1)
+    per_ours, per_theirs = ours / n, theirs / max(len(baseline_cohort), 1)
     copies = solution_copies(cohort)
     report = {
-        "submissions": args.n, "workers": args.workers,
-        "bertlab_seconds": round(ours, 1), "bertlab_seconds_per_submission": round(per_ours, 3),
-        "bertlab_submissions_per_minute": round(args.n / ours * 60, 1),
-        "nbgrader_submissions": args.baseline_n, "nbgrader_seconds": round(theirs, 1),
-        "nbgrader_seconds_per_submission": round(per_theirs, 3),
-        "throughput_ratio": round(per_theirs / per_ours, 1),
+        "cohort": args.cohort, "submissions": n, "workers": args.workers,
         "distinct_submissions": len({json.dumps(files, sort_keys=True) for files in cohort.values()}),
+        "bertlab_seconds": round(ours, 1), "bertlab_seconds_per_submission": round(per_ours, 3),
+        "bertlab_submissions_per_minute": round(n / ours * 60, 1),
+        "nbgrader_submissions": len(baseline_cohort), "nbgrader_seconds": round(theirs, 1),
+        "nbgrader_seconds_per_submission": round(per_theirs, 3),
+        "nbgrader_graded": len(their_scores),  # the baseline really graded: a score for each of its sample
+        "throughput_ratio": round(per_theirs / per_ours, 2),
         "graded": len(results), "bertlab_exit_code": exit_code,
         # Speed is part of the score: a copy of the solutions losing points would mean unfair timing.
         "solution_copies_with_full_marks": "%d of %d" % (
             sum(results[s]["score"] == results[s]["max_score"] for s in copies), len(copies)),
-        # The baseline grades per task, all or nothing; on full-marks submissions both must agree.
-        "full_marks_bertlab_on_baseline_sample": sum(results[s]["score"] == results[s]["max_score"] for s in baseline_cohort),
-        "full_marks_nbgrader_on_baseline_sample": sum(
-            their_scores.get(s, 0.0) == results[s]["max_score"] for s in baseline_cohort),
     }
+    if floor is not None:
+        seconds, measured = floor
+        report["floor_seconds_per_submission_one_core"] = round(seconds, 3)
+        report["floor_submissions_measured"] = measured
+        # the floor's wall time per submission with as many workers as the grader had
+        report["floor_wall_seconds_per_submission"] = round(seconds / args.workers, 3)
+        report["bertlab_over_floor"] = round(per_ours / (seconds / args.workers), 2)
     if every_copy is not None:
         seconds, every_results, _ = every_copy
         report["every_copy_graded_seconds"] = round(seconds, 1)
-        report["every_copy_graded_throughput_ratio"] = round(per_theirs / (seconds / args.n), 1)
+        report["every_copy_graded_throughput_ratio"] = round(per_theirs / (seconds / n), 1)
         # Grading each copy on its own must give each the same points as grading the files once.
-        report["every_copy_graded_same_points"] = all(
-            every_results[s]["score"] == results[s]["score"] for s in cohort)
+        report["every_copy_graded_same_points"] = all(every_results[s]["score"] == results[s]["score"] for s in cohort)
     print(json.dumps(report, indent=1))
     return 0
 

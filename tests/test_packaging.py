@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from bertlab.tasks import EXERCISE_FILES
 from venvs import (KIT_ROOT, build_wheel, installed_names, make_venv, ok, pip_install, requirement_names, run,
                    wheel_requires)
 
@@ -118,7 +119,7 @@ def test_the_installed_bundle_shows_and_runs_only_student_commands(bundle_instal
     venv_bin, bundle, _ = bundle_install
     helped = ok(run([venv_bin / "bertlab", "--help"], cwd=bundle))
     listed = set(re.findall(r"^ {4}(\w[\w-]*)\s", helped.stdout, re.M))
-    assert listed == {"check", "lesson"}, helped.stdout
+    assert listed == {"check", "submit", "lesson"}, helped.stdout
     assert "instructor" not in helped.stdout
     grade = run([venv_bin / "bertlab", "grade", "x"], cwd=bundle)
     assert grade.returncode == 2 and "invalid choice" in grade.stderr
@@ -127,3 +128,9 @@ def test_the_installed_bundle_shows_and_runs_only_student_commands(bundle_instal
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert re.search(r"^pooling\s+0/\d+\s+not started", checked.stdout, re.M), checked.stdout
     assert "bertlab_grader" not in checked.stdout + checked.stderr
+    # Hand in, as the student's own installation does it: the untouched stubs, packed with a warning each.
+    handed = run([venv_bin / "bertlab", "submit"], cwd=work)
+    assert handed.returncode == 0, handed.stdout + handed.stderr
+    with zipfile.ZipFile(work / "week7-submission.zip") as archive:
+        assert sorted(archive.namelist()) == sorted([*EXERCISE_FILES, "MANIFEST.json"])
+    assert "Hand in: upload week7-submission.zip" in handed.stdout and "bertlab_grader" not in handed.stderr
