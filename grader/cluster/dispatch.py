@@ -238,7 +238,10 @@ class ClusterGrading:
                 yield from finished
         finally:
             for future in in_flight:
-                future.cancel()
+                try:
+                    future.cancel()
+                except RuntimeError:  # the client closed first (Ctrl-C: the run's exit stack closed it, and
+                    break             # this generator is finalised later): nothing is left to cancel
 
     def _stranded(self, in_flight: dict, unassigned_since: dict, now: float) -> list:
         """The futures in flight that no worker has started for STRANDED_S while a worker that can
