@@ -100,3 +100,39 @@ def demo(tmp_path_factory, installed_kit):
     results = {p.parent.parent.name: json.loads(p.read_text())
                for p in course.glob("autograded/*/week7/results.json")}
     return {"proc": proc, "course": course, "results": results, "cwd": empty, "venv_bin": venv_bin}
+
+
+# ---------------------------------------------------------------------------------------------
+# The student bundle as `bertlab release` writes it: shared by test_check.py and test_handin.py
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """A student bundle released from this checkout, once per test module."""
+    from bertlab_grader.authoring.release import release
+
+    return release(tmp_path_factory.mktemp("release") / "bundle", log=lambda *_: None)
+
+
+@pytest.fixture
+def bundle(released, tmp_path):
+    """A private copy of the released bundle (each test edits exercises/ and writes what it writes)."""
+    import shutil
+
+    return shutil.copytree(released, tmp_path / "bundle")
+
+
+def system_chromium():
+    """(Playwright's sync_playwright, the system Chromium's path), or a failure saying how to install them."""
+    import shutil
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("Playwright's Python package is missing: pip install -e '.[dev]' (the kit's test extra). "
+                    "Never run `playwright install`: the tests drive the system Chromium.")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.fail("Chromium is not installed, and the browser tests need it: "
+                    "sudo apt-get install chromium (Debian/Ubuntu; .ci/run installs it in CI).")
+    return sync_playwright, chromium

@@ -24,21 +24,9 @@ from bertlab import check, progress
 from bertlab.errors import UsageError
 from bertlab.workspace import find_workspace
 from bertlab_grader.core.locations import REFERENCE_DIR
-from bertlab_grader.authoring.release import release
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 TASKS = EXERCISE_TASKS
-
-
-@pytest.fixture(scope="module")
-def released(tmp_path_factory) -> Path:
-    return release(tmp_path_factory.mktemp("release") / "bundle", log=lambda *_: None)
-
-
-@pytest.fixture
-def bundle(released, tmp_path) -> Path:
-    """A private copy of the released bundle (each test edits exercises/ and writes progress)."""
-    return Path(shutil.copytree(released, tmp_path / "bundle"))
 
 
 def run_check(bundle: Path, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:

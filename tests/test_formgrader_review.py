@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import html
 import re
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import system_chromium
 
 from bertlab.tasks import EXERCISE_TASKS, GRADED_TASKS, exercise
 
@@ -53,15 +54,7 @@ def _result(student: str, failing_message: str | None) -> dict:
 
 
 def _browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("Playwright's Python package is missing: pip install -e '.[dev]' (the kit's test extra). "
-                    "Never run `playwright install`: the test drives the system Chromium.")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.fail("Chromium is not installed: sudo apt-get install chromium (Debian/Ubuntu).")
-    return sync_playwright, chromium
+    return system_chromium()
 
 
 @pytest.fixture(scope="module")

@@ -23,19 +23,7 @@ from bertlab.handin.files import handin_files
 from bertlab.handin.manifest import MANIFEST_NAME, build_manifest, changed_files, file_digest, manifest_note
 from bertlab.handin.ways import HAND_IN_FILE, WAYS, hand_in_paragraph
 from bertlab.tasks import ASSIGNMENT, EXERCISE_FILES, EXERCISE_TASKS, EXERCISES
-from bertlab_grader.authoring.release import release
 from bertlab_grader.core.locations import REFERENCE_DIR
-
-
-@pytest.fixture(scope="module")
-def released(tmp_path_factory) -> Path:
-    return release(tmp_path_factory.mktemp("release") / "bundle", log=lambda *_: None)
-
-
-@pytest.fixture
-def bundle(released, tmp_path) -> Path:
-    """A private copy of the released bundle."""
-    return Path(shutil.copytree(released, tmp_path / "bundle"))
 
 
 def submit(bundle: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import system_chromium
+
 from bertlab.cli import main
 from bertlab.tasks import EXERCISE_TASKS, GRADED_TASKS
 from bertlab_grader.reporting import report
@@ -73,17 +75,7 @@ def _build_course(course: Path) -> dict:
 
 
 def _browser():
-    """Playwright's sync API and the system Chromium, or a failure saying how to install them."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("Playwright's Python package is missing: pip install -e '.[dev]' (the kit's test extra). "
-                    "Never run `playwright install`: the test drives the system Chromium.")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.fail("Chromium is not installed, and the report's browser test needs it: "
-                    "sudo apt-get install chromium (Debian/Ubuntu; .ci/run installs it in CI).")
-    return sync_playwright, chromium
+    return system_chromium()
 
 
 @pytest.fixture(scope="module")

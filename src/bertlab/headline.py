@@ -74,17 +74,6 @@ def bert_base_parameters() -> int:
     return count_parameters(bert_base_on_meta())
 
 
-# The tasks each figure of ``lesson_figures`` needs (a siamese.py that calls your pooling adds pooling:
-# LessonSteps.waiting_for sees that).
-FIGURE_USES: dict[str, tuple[str, ...]] = {
-    "lesson_sts_sbert": ("siamese",), "lesson_sts_dan": ("pooling",),
-    "search_sbert": ("siamese", "retrieval"), "search_dan": ("pooling", "retrieval"),
-    "stsb_test_sbert": ("siamese",), "stsb_test_dan": ("pooling",),
-    "cka_untrained_min_offdiag": ("pooling", "cka"), "cka_minilm_mean": ("pooling", "cka"),
-    "cka_minilm_cls_layer0_defined": ("cka",),
-}
-
-
 def lesson_figures(impl: Implementation, full: bool = True, seeds=(0, 1, 2), steps=None,
                    announce: bool = False) -> dict[str, Any]:
     """Every headline figure as plain data (floats, lists, nested dicts).
@@ -125,17 +114,17 @@ def lesson_figures(impl: Implementation, full: bool = True, seeds=(0, 1, 2), ste
                 figures[f"stsb_test_{name}"] = evaluate_pairs(embed, datasets.load_sts_benchmark("test"))["spearman"]
 
     batch = probe_batch(tokenizer)
-    with steps.step("pooling", "cka", title="CKA of an untrained 4-layer encoder"):
+    with steps.step(*FIGURE_USES["cka_untrained_min_offdiag"], title="CKA of an untrained 4-layer encoder"):
         steps.require()
         untrained = [untrained_tinybert_cka(impl, model, batch, seed) for seed in seeds]
         figures["cka_untrained_min_offdiag"] = [float(off_diagonal(m).min()) for m in untrained]
         figures["cka_untrained_seed0"] = torch.as_tensor(untrained[0]).tolist()
-    with steps.step("pooling", "cka", title="CKA of the trained MiniLM"):
+    with steps.step(*FIGURE_USES["cka_minilm_mean"], title="CKA of the trained MiniLM"):
         steps.require()
         trained = impl.cka.cka_matrix(layer_representations(model, batch["input_ids"], batch["attention_mask"],
                                                             impl.pooling.masked_mean_pool))
         figures["cka_minilm_mean"] = torch.as_tensor(trained).tolist()
-    with steps.step("cka", title="CKA of MiniLM's [CLS] vectors"):
+    with steps.step(*FIGURE_USES["cka_minilm_cls_layer0_defined"], title="CKA of MiniLM's [CLS] vectors"):
         steps.require()
         cls_reps = layer_representations(model, batch["input_ids"], batch["attention_mask"], "cls")
         cls_trained = impl.cka.cka_matrix(cls_reps)
@@ -278,6 +267,22 @@ LESSON_FIGURES: tuple[LessonFigure, ...] = (
         ("pooling", "retrieval"),
         why_different="a different DAN (MiniLM's embeddings): higher cosines and a different third hit"),
 )
+
+def _uses(lesson_key: str) -> tuple[str, ...]:
+    return next(f.uses for f in LESSON_FIGURES if f.key == lesson_key)
+
+
+# The tasks each figure of ``lesson_figures`` needs: those of the lesson figure it is measured for
+# (LESSON_FIGURES' ``uses``, written once there). A siamese.py that calls your pooling adds pooling:
+# LessonSteps.waiting_for sees that.
+FIGURE_USES: dict[str, tuple[str, ...]] = {
+    "lesson_sts_sbert": _uses("sts_sbert"), "lesson_sts_dan": _uses("sts_dan"),
+    "search_sbert": _uses("search_sbert"), "search_dan": _uses("search_dan"),
+    "stsb_test_sbert": _uses("sts_sbert"), "stsb_test_dan": _uses("sts_dan"),
+    "cka_untrained_min_offdiag": _uses("cka_untrained"), "cka_minilm_mean": _uses("cka_trained"),
+    "cka_minilm_cls_layer0_defined": ("cka",),  # (no lesson figure: why the [CLS] staircase is left out)
+}
+
 
 #: What `bertlab lesson` says in the fine-tuning row: it does not train.
 FINETUNE_NOT_IN_COMMAND = ("not measured by `bertlab lesson` (training takes minutes): the notebook's "
