@@ -27,8 +27,6 @@ from bertlab.check import TIMEOUT_ENV, guard
 from bertlab.check.affected import affected_tasks, local_imports
 from bertlab.check.watch import ExerciseFiles
 from bertlab_grader.core.locations import REFERENCE_DIR
-# The released bundle, and a private copy of it per test (each edits exercises/): test_check.py's.
-from test_check import bundle, released  # noqa: F401
 
 TASKS = ("cka", "pooling", "siamese", "retrieval")
 TOKEN_ENV = "BERTLAB_WATCH_TEST_TOKEN"
