@@ -1,4 +1,4 @@
-"""How long the lesson notebook takes, section by section: the figures of docs/student-guide.md.
+"""How long the lesson notebook takes, cell by cell and section by section: the figures of docs/student-guide.md.
 
     python benchmarks/notebook_timing.py [--impl reference|DIR] [--cache DIR] [--runs 2] [--fast]
 
@@ -9,8 +9,10 @@ runs (``BERTLAB_IMPL``): ``reference`` (the default: correct student code) or an
 
 Prints, per run, the wall time of each section (the cells between two "## " headings; the kernel's
 own start is not counted) and of the whole run, the CPU time of the kernel's process, and the size of
-the cache afterwards; then a JSON line with the same figures. A cell that fails is named (the run
-still counts: the notebook is written to go on). Never asserts a time.
+the cache afterwards. Then every code cell's seconds, one column per run (the first: empty cache; the
+others: warm), the totals, and each run's five most expensive cells; then a JSON line with the same
+figures. A cell that fails is named (the run still counts: the notebook is written to go on). Never
+asserts a time.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ def sections(notebook) -> list[tuple[str, list]]:
         elif cell.cell_type == "code":
             found[-1][1].append(cell)
     return [(title, cells) for title, cells in found if cells]
+
+
+def cell_name(cell, index: int) -> str:
+    """A code cell's name in the tables: its id (``c05-finetune``: position and first tag), else its index."""
+    return cell.get("id") or f"cell {index}"
 
 
 def cell_seconds(cell) -> float:
@@ -91,10 +98,30 @@ def run_once(impl: str, cache: Path, fast: bool) -> dict:
     failed = [c.get("metadata", {}).get("tags", ["?"])[0] for c in notebook.cells if c.cell_type == "code"
               and any(o.get("output_type") == "error" for o in c.outputs)]
     by_section = {title: round(sum(cell_seconds(c) for c in cells), 1) for title, cells in sections(notebook)}
+    by_cell = {cell_name(c, i): round(cell_seconds(c), 2) for i, c in enumerate(notebook.cells) if c.cell_type == "code"}
     cache_bytes = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file()) if cache.exists() else 0
-    return {"sections_s": by_section, "cells_s": round(sum(by_section.values()), 1),
+    return {"sections_s": by_section, "each_cell_s": by_cell, "cells_s": round(sum(by_section.values()), 1),
             "kernel_start_s": round(kernel_started - started, 1), "wall_s": round(finished - started, 1),
             "kernel_cpu_s": round(cpu, 1), "cache_bytes": cache_bytes, "failed_cells": failed}
+
+
+def run_label(run: int) -> str:
+    return "cold" if run == 0 else "warm" if run == 1 else f"warm {run}"
+
+
+def print_cells(results: list[dict], top: int = 5) -> None:
+    """Each code cell's seconds, one column per run, the totals, then each run's ``top`` most expensive cells."""
+    names = list(results[0]["each_cell_s"])
+    header = "".join(f"{run_label(r):>10}" for r in range(len(results)))
+    print(f"\neach cell, wall seconds (run 1 from an empty cache):\n  {'cell':<40}{header}")
+    for name in names:
+        print(f"  {name:<40}" + "".join(f"{r['each_cell_s'].get(name, 0.0):>10.2f}" for r in results))
+    print(f"  {'total of the cells':<40}" + "".join(f"{r['cells_s']:>10.1f}" for r in results))
+    print(f"  {'whole run (kernel start included)':<40}" + "".join(f"{r['wall_s']:>10.1f}" for r in results))
+    for run, result in enumerate(results):
+        costly = sorted(result["each_cell_s"].items(), key=lambda item: -item[1])[:top]
+        print(f"\nthe {top} most expensive cells, run {run + 1} ({run_label(run)}): "
+              + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in costly))
 
 
 def main(argv=None) -> int:
@@ -119,6 +146,7 @@ def main(argv=None) -> int:
               f"{result['kernel_cpu_s']} s CPU (kernel); cache afterwards {result['cache_bytes'] / 1e3:.0f} KB ({cache})")
         if result["failed_cells"]:
             print(f"  cells that raised: {', '.join(result['failed_cells'])}")
+    print_cells(results)
     print(json.dumps({"impl": args.impl, "fast": args.fast, "load_average_1min_at_end": os.getloadavg()[0],
                       "runs": results}))
     return 0
