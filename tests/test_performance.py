@@ -179,6 +179,41 @@ def test_a_very_slow_submission_is_not_timed_further(machine):
     assert "warm-up call" in timing.describe("f(x)")
 
 
+def test_a_wrong_answer_is_not_timed_past_the_warm_up_calls(machine):
+    # A right answer is what speed points are for: a submission whose second warm-up call answers
+    # wrongly is timed no further, and that call (variant 1) is the one its test judges.
+    seen = []
+
+    def right(got, want, variant):
+        seen.append((got, want, variant))
+        return got == want
+
+    wrong, got, want = performance.compare_speed(machine.call(1.9, "s"), machine.call(1.0, "r"), right=right)
+    assert wrong.wrong_answer and not wrong.gave_up
+    assert len(wrong.student) == len(wrong.reference) == 1 and wrong.variant == 1
+    assert (got, want) == ("s", "r") and seen == [("s", "r", 1)]
+    # The same code with a right answer gets the whole protocol (near the 2x edge: the extra pairs).
+    timed, _, _ = performance.compare_speed(machine.call(1.9, "r"), machine.call(1.0, "r"), right=right)
+    assert not timed.wrong_answer
+    assert len(timed.student) == performance.PAIRS + performance.EXTRA_PAIRS
+
+
+def test_a_check_that_cannot_read_the_answer_counts_as_wrong(machine):
+    def right(got, want, variant):
+        return float(got) == float(want)  # raises on a result that is not a number
+
+    timing, _, _ = performance.compare_speed(machine.call(1.0, "not a number"), machine.call(1.0, 1.0), right=right)
+    assert timing.wrong_answer and len(timing.student) == 1
+
+
+def test_a_kept_wrong_answer_measurement_is_reused_as_it_was(machine, tmp_path):
+    with timing_record.use(_record(tmp_path), {"cka.py": "x = 1\n"}):
+        first, _, _ = performance.compare_speed(machine.call(1.0, "s"), machine.call(1.0, "r"), name="linear_cka",
+                                                right=lambda got, want, variant: got == want)
+        again, _, _ = performance.compare_speed(machine.call(1.0, "s"), machine.call(1.0, "r"), name="linear_cka")
+    assert first.wrong_answer and again.wrong_answer and again.variant == first.variant == 1
+
+
 @pytest.mark.parametrize("ratio,fraction", [(0.5, 1.0), (2.0, 1.0), (2.01, 0.5), (20.0, 0.5), (20.5, 0.0)])
 def test_bands(ratio, fraction):
     assert performance.band_fraction(ratio) == fraction
@@ -219,7 +254,7 @@ def test_identical_files_reuse_the_first_measurement(machine, tmp_path):
     assert json.loads(record.path.read_text())["protocol"] == "p1"
     assert [json.loads(line)["protocol"] for line in record.journal.read_text().splitlines()] == ["p1"]
     (kept,) = record.all_known().values()
-    assert set(kept["linear_cka"]["timing"]) == {"reference", "student", "gave_up", "variant"}
+    assert set(kept["linear_cka"]["timing"]) == {"reference", "student", "gave_up", "wrong_answer", "variant"}
     assert all(isinstance(t, float) for side in ("reference", "student") for t in kept["linear_cka"]["timing"][side])
 
 

@@ -30,7 +30,10 @@ the first measurement of each distinct submission is therefore kept and reused f
 Only a right answer earns speed points: the submission's last output must match the reference's on
 the inputs of that last call (loosely), otherwise "fast" means nothing. A submission much slower
 than the reference (over ``GIVE_UP_RATIO`` on the second warm-up call) is not timed further: its
-band is already known.
+band is already known. Nor is one whose second warm-up call gives a wrong answer (the test's
+``right``): it earns no speed points whatever its pairs would measure, and a timing holds the machine
+while the other workers wait (measured on the kit's distinct cohort: wrong answers were about half
+of the performance task's time). Its last timed call is that one, so the test judges it on it.
 
 Every call gets inputs of its own (``TimedInputs``): the test draws them for call n (its input
 variant n) from a generator seeded by n, the same shapes and kind of data as every other call's and
@@ -98,6 +101,7 @@ class Timing:
     reference: list[float] = field(default_factory=list)
     student: list[float] = field(default_factory=list)
     gave_up: bool = False
+    wrong_answer: bool = False      # stopped after the second warm-up call: its answer was not right
     student_result: Any = None      # the last result of each side (a right answer is timed for points)
     reference_result: Any = None
     variant: int = 0                # the input variant the last results answer (TimedInputs.get)
@@ -123,12 +127,13 @@ class Timing:
         """Plain numbers for ``timing_record`` (never the results: those are computed afresh, on the
         input variant the last results answered, so a reuse quotes the same numbers)."""
         return {"reference": self.reference, "student": self.student, "gave_up": self.gave_up,
-                "variant": self.variant}
+                "wrong_answer": self.wrong_answer, "variant": self.variant}
 
     @classmethod
     def from_record(cls, entry: dict, measured_at: str) -> "Timing":
         return cls(reference=[float(t) for t in entry["reference"]], student=[float(t) for t in entry["student"]],
-                   gave_up=bool(entry.get("gave_up", False)), variant=int(entry.get("variant", 0)),
+                   gave_up=bool(entry.get("gave_up", False)), wrong_answer=bool(entry.get("wrong_answer", False)),
+                   variant=int(entry.get("variant", 0)),
                    measured_at=measured_at)
 
     def describe(self, what: str) -> str:
@@ -217,7 +222,8 @@ def _timed(call: Callable[[int], Any], variant: int) -> tuple[float, Any]:
 
 
 def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any], *, pairs: int = PAIRS,
-                  give_up_ratio: float = GIVE_UP_RATIO, name: Optional[str] = None) -> tuple[Timing, Any, Any]:
+                  give_up_ratio: float = GIVE_UP_RATIO, name: Optional[str] = None,
+                  right: Optional[Callable[[Any, Any, int], bool]] = None) -> tuple[Timing, Any, Any]:
     """Time ``student(n)`` against ``reference(n)``, pair by pair. Returns (timing, student's last
     result, reference's last result). Exceptions from ``student`` propagate (the test reports them).
 
@@ -230,7 +236,12 @@ def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any]
 
     ``name`` (e.g. ``"masked_mean_pool"``): where a timing record is in use (a cohort run, see
     ``bertlab_grader.performance.record``), the measurement of identical files under this name is reused
-    instead of timed again; both sides are still called once, so the result is checked afresh."""
+    instead of timed again; both sides are still called once, so the result is checked afresh.
+
+    ``right(student_result, reference_result, variant) -> bool``: the test's own check of a right
+    answer (the one it applies to the last results). Given, a wrong answer on the second warm-up
+    call ends the timing there (``timing.wrong_answer``): no pair could earn it points. A check that
+    raises counts as wrong here; the test's own check then says what is wrong."""
     from bertlab_grader.performance import gate as timing_gate
     from bertlab_grader.performance import record as timing_record
 
@@ -249,7 +260,7 @@ def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any]
         if kept is not None:
             timing = _reused(kept, student, reference)[0]
         else:
-            timing = _compare(student, reference, pairs, give_up_ratio)
+            timing = _compare(student, reference, pairs, give_up_ratio, right)
             if record:
                 record.put(name, timing.to_record())
         timing.waited_s = waited
@@ -266,7 +277,8 @@ def _reused(kept: dict, student: Callable[[int], Any], reference: Callable[[int]
     return timing, timing.student_result, timing.reference_result
 
 
-def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pairs: int, give_up_ratio: float) -> Timing:
+def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pairs: int, give_up_ratio: float,
+             right: Optional[Callable[[Any, Any, int], bool]] = None) -> Timing:
     timing = Timing()
     # Warm-up: the first call pays one-off costs (allocations, lazy imports; through the sandbox even
     # the start of the submission's process), so it is never timed. The second decides whether the
@@ -284,10 +296,23 @@ def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pai
         timing.student.append(student_time)
         timing.gave_up = True
         return timing
+    if right is not None and not _answers_right(right, student_result, ref_result, 1):
+        timing.reference.append(ref_time)
+        timing.student.append(student_time)
+        timing.wrong_answer = True
+        return timing
     _time_pairs(timing, student, reference, range(pairs), until=lambda: first_look_decided(timing.ratios, pairs))
     if near_an_edge(timing.ratio):
         _time_pairs(timing, student, reference, range(pairs, pairs + EXTRA_PAIRS))
     return timing
+
+
+def _answers_right(right: Callable[[Any, Any, int], bool], student_result: Any, reference_result: Any,
+                   variant: int) -> bool:
+    try:
+        return bool(right(student_result, reference_result, variant))
+    except Exception:  # noqa: BLE001 - an answer the check cannot even read is not a right one
+        return False
 
 
 def near_an_edge(ratio: float) -> bool:

@@ -22,14 +22,17 @@ def test_semantic_search_speed(impl, reference, record_property):
 
     inputs = TimedInputs(draw)
     # About 3 ms a call.
+    def is_right(got, want, variant: int) -> bool:
+        (queries, corpus), _ = inputs.get(variant)  # the inputs these results answer
+        return (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], torch.Tensor)
+                and close(got[0], want[0], 1e-5) and got[1].shape == want[1].shape
+                # Hits whose cosines differ by round-off may come in either order (retrieval's own rule).
+                and not index_problem(got[1].long(), want[1], true_cosines(queries, corpus), atol=1e-5, rtol=0.0,
+                                      exact_ties=False))
+
     timing, got, want = compare_speed(student_call(impl, impl.retrieval.semantic_search, inputs),
                                       reference_call(impl, reference.retrieval.semantic_search, inputs),
-                                      name="semantic_search")
-    (queries, corpus), _ = inputs.get(timing.variant)  # the inputs the last results answer
-    right = (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], torch.Tensor)
-             and close(got[0], want[0], 1e-5) and got[1].shape == want[1].shape
-             # Hits whose cosines differ by round-off may come in either order (retrieval's own rule).
-             and not index_problem(got[1].long(), want[1], true_cosines(queries, corpus), atol=1e-5, rtol=0.0,
-                                   exact_ties=False))
+                                      name="semantic_search", right=is_right)
+    right = is_right(got, want, timing.variant)
     score_speed(record_property, timing, "semantic_search(queries [32, 128], corpus [8192, 128], top_k=10)",
                 right, "scores or indices differ")
