@@ -1,6 +1,6 @@
 """Cohort benchmark: `bertlab grade` against plain sequential `nbgrader autograde`, same cohort, same run.
 
-    python benchmarks/cohort_benchmark.py [--cohort distinct|copies] [--workers 2] [--baseline-n 10] [--no-floor]
+    python benchmarks/cohort_benchmark.py [--cohort distinct|copies] [--workers 2] [--baseline-n 10] [--no-floor] [--stages 4]
 
 **The cohort.** By default (``--cohort distinct``) a class as it hands in: no two submissions alike.
 Every mutant and every correct variant of the kit's bank, every entry of the outside bank (correct
@@ -21,13 +21,23 @@ once"), not what a class costs.
   end this process; the floor is given per submission). Times the workers: with 2 workers, a floor of
   F s per submission is F/2 s of wall time per submission.
 
-Prints seconds per submission, the ratio to plain nbgrader, the floor and the ratio to it, and with
---every-copy the time of grading each copy on its own.
+**Where the time goes**, in the same run:
+- the `bertlab grade` run in phases: start-up (to the first result recorded), grading, the main
+  process's recording within it, and nbgrader's export and feedback after the last result;
+- the real grader split by stage (``--stages K``, default every 4th submission): each graded in one
+  warm sandbox as a worker grades it, one core, with the grader's own functions timed in this
+  process: session starts, calls over the wire (the submission's compute included), the tests' own
+  work, the performance task, hints and pytest's own run, per submission. Compare "total" with the
+  floor per submission, one core.
+
+Prints seconds per submission, the ratio to plain nbgrader, the floor and the ratio to it, the phases
+and the stages, and with --every-copy the time of grading each copy on its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import shutil
@@ -35,12 +45,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import nbformat
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(KIT_ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # grading_floor.py
 
 from bertlab_grader.core.locations import reference_sources  # noqa: E402
 
@@ -208,19 +220,119 @@ def run_baseline(cohort: dict, max_points: dict[str, float], workdir: Path) -> t
     return elapsed, scores
 
 
-def run_bertlab(cohort: dict, workers: int, workdir: Path, every_copy: bool = False) -> tuple[float, dict, int]:
+def run_bertlab(cohort: dict, workers: int, workdir: Path, every_copy: bool = False,
+                phases: dict | None = None) -> tuple[float, dict, int]:
     """Seconds for `bertlab grade` (worker start-up and the preflight included), the results, and the
     exit code (0: every submission graded; see docs/commands.md). ``every_copy``: grade each copy of
-    the same files on its own, as if no two students handed in identical files."""
-    from bertlab_grader.course.nbgrader_course import load_results
+    the same files on its own, as if no two students handed in identical files. ``phases``, when
+    given, is filled with the run's phases in wall seconds (``run_phases``)."""
+    from bertlab_grader.course import nbgrader_course as nbcourse
     from bertlab_grader.course.runner import grade_course
 
     course = workdir / ("bertlab-course-every-copy" if every_copy else "bertlab-course")
     write_submissions(course, cohort)
-    start = time.monotonic()
-    code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, grade_copies_once=not every_copy)
-    elapsed = time.monotonic() - start
-    return elapsed, load_results(course, ASSIGNMENT), code
+    with contextlib.ExitStack() as stack:
+        marks = stack.enter_context(_phase_marks(nbcourse)) if phases is not None else None
+        start = time.monotonic()
+        code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, grade_copies_once=not every_copy)
+        elapsed = time.monotonic() - start
+    if phases is not None:
+        phases.update(run_phases(marks, start, elapsed))
+    return elapsed, nbcourse.load_results(course, ASSIGNMENT), code
+
+
+@contextlib.contextmanager
+def _phase_marks(nbcourse):
+    """While open, the main process's recordings and its export-and-feedback are timed (the grader's
+    own functions wrapped in this process; nothing of the grader changes): {"records": [(start, end)],
+    "export_feedback": [(start, end)]}, monotonic seconds."""
+    marks: dict[str, list] = {"records": [], "export_feedback": []}
+    originals = {}
+
+    def timed(name: str, key: str):
+        original = originals[name] = getattr(nbcourse, name)
+
+        def wrapper(*args, **kwargs):
+            begun = time.monotonic()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                marks[key].append((begun, time.monotonic()))
+        setattr(nbcourse, name, wrapper)
+
+    timed("record_result", "records")
+    timed("export_and_feedback", "export_feedback")
+    try:
+        yield marks
+    finally:
+        for name, original in originals.items():
+            setattr(nbcourse, name, original)
+
+
+def run_phases(marks: dict, start: float, elapsed: float) -> dict:
+    """A `bertlab grade` run in phases (wall seconds): start-up (workers started, preflight, to the
+    first result recorded), grading (first to last result recorded), recording (the main process's
+    time in recording, within grading), export and feedback (nbgrader's, after the last result)."""
+    records, exports = marks["records"], marks["export_feedback"]
+    first = records[0][0] if records else start + elapsed
+    last = records[-1][1] if records else first
+    return {"start_up_s": round(first - start, 2), "grading_s": round(last - first, 2),
+            "recording_s": round(sum(end - begun for begun, end in records), 2),
+            "export_feedback_s": round(sum(end - begun for begun, end in exports), 2),
+            "results_recorded": len(records)}
+
+
+def grader_stages(cohort: dict[str, dict[str, str]], every: int) -> dict:
+    """The real grader split by stage, per submission: every ``every``-th submission of the cohort
+    graded in one warm sandbox as a worker grades it (benchmarks/grading_floor.py's stopwatch over
+    the grader's own functions), one core. Seconds per submission, averaged over those graded."""
+    import torch
+
+    import grading_floor as gf  # benchmarks/grading_floor.py
+    from bertlab_grader.core.locations import KIT_ROOT as INSTALLED_KIT
+    from bertlab_grader.grading import scoring
+    from bertlab_grader.sandbox import Sandbox
+    from bertlab_grader.sandbox import session as session_module
+
+    torch.set_num_threads(1)  # as a grader worker
+    watch, by_task = gf.Stopwatch(), defaultdict(float)
+    watch.wrap(session_module.Session, "_spawn", "session start")
+    watch.wrap(session_module.Session, "_await_ready", "session start")
+    watch.wrap(session_module.Session, "_exchange",
+               lambda: ("calls in hints" if watch._depth["_attach_hints"] else
+                        "calls in performance" if gf.RUNNING["task"] == "performance" else "calls"))
+    watch.wrap(scoring, "_attach_hints", "hints")
+    original = scoring._Recorder
+    scoring._Recorder = gf._durations_recorder(scoring, by_task)
+    sandbox = Sandbox(kit_root=INSTALLED_KIT)
+    totals: dict[str, float] = defaultdict(float)
+    graded = 0
+    try:
+        scoring.warm_up()
+        scoring.grade_sources(sandbox, reference_sources(), "rehearsal", ASSIGNMENT)  # not counted
+        for student in list(cohort)[::every]:
+            watch.reset()
+            by_task.clear()
+            start = time.perf_counter()
+            try:
+                scoring.grade_sources(sandbox, dict(cohort[student]), student, ASSIGNMENT)
+            except Exception:  # noqa: BLE001 - a grader failure: its time still counts, as in a run
+                pass
+            total = time.perf_counter() - start
+            tests = sum(by_task.values())
+            correctness = tests - by_task["performance"]
+            totals["session start (fork + imports)"] += watch.seconds["session start"]
+            totals["calls over the wire (their compute included)"] += watch.seconds["calls"]
+            totals["the tests' own work"] += max(correctness - watch.seconds["calls"], 0.0)
+            totals["performance task (timing, both sides)"] += by_task["performance"]
+            totals["hints"] += watch.seconds["hints"]
+            totals["pytest's own run"] += max(total - tests - watch.seconds["hints"] - watch.seconds["session start"], 0.0)
+            totals["total"] += total
+            graded += 1
+    finally:
+        scoring._Recorder = original
+        sandbox.close()
+    return {"submissions": graded, **{stage: round(seconds / max(graded, 1), 3) for stage, seconds in totals.items()}}
 
 
 def main(argv=None) -> int:
@@ -232,6 +344,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--baseline-n", type=int, default=10, choices=range(1, 10**6), metavar="K", help="submissions graded by the nbgrader baseline")
     parser.add_argument("--no-floor", action="store_true", help="do not measure the cohort's compute floor")
+    parser.add_argument("--stages", type=int, default=4, metavar="K",
+                        help="split the real grader by stage on every K-th submission, one warm sandbox (0: no split)")
     parser.add_argument("--keep", action="store_true", help="keep the course folders")
     parser.add_argument("--every-copy", action="store_true",
                         help="also grade the cohort with every copy graded on its own (bertlab grade grades "
@@ -247,7 +361,8 @@ def main(argv=None) -> int:
     n = len(cohort)
     workdir = Path(tempfile.mkdtemp(prefix="bertlab-cohort-"))
     try:
-        ours, results, exit_code = run_bertlab(cohort, args.workers, workdir)
+        phases: dict = {}
+        ours, results, exit_code = run_bertlab(cohort, args.workers, workdir, phases=phases)
         every_copy = run_bertlab(cohort, args.workers, workdir, every_copy=True) if args.every_copy else None
         # the baseline's sample: spread over the cohort (mutants, variants, outside bank, broken), not its head
         step = max(1, n // args.baseline_n)
@@ -255,6 +370,7 @@ def main(argv=None) -> int:
         baseline_cohort = {s: cohort[s] for s in sample}
         theirs, their_scores = run_baseline(baseline_cohort, max_points_by_task(), workdir)
         floor = None if args.no_floor else compute_floor(cohort, hostile, workdir)
+        stages = grader_stages(cohort, args.stages) if args.stages else None
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -274,6 +390,9 @@ def main(argv=None) -> int:
         "solution_copies_with_full_marks": "%d of %d" % (
             sum(results[s]["score"] == results[s]["max_score"] for s in copies), len(copies)),
     }
+    report["bertlab_run_phases"] = phases
+    if stages is not None:
+        report["grader_stages_per_submission_one_core"] = stages
     if floor is not None:
         seconds, measured = floor
         report["floor_seconds_per_submission_one_core"] = round(seconds, 3)
