@@ -11,6 +11,7 @@ between rooms.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -194,6 +195,45 @@ def test_the_architecture_page_names_every_room():
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     missing = [room for room, _ in ROOMS if f"`{room}`" not in page]
     assert not missing, f"docs/architecture.md does not name these rooms: {missing}"
+
+
+#: A file or folder named in backticks on the page: a name with an extension of the kit's files, or a folder (ends in /).
+_NAMED_PATH = re.compile(r"`([A-Za-z_.<][\w./<>-]*(?:\.(?:py|md|json|toml|txt|ipynb|ini|j2|sh)|/))`")
+
+
+def _named_path_exists(named: str, files: list[str]) -> bool:
+    """``named`` as the page writes it: from the checkout's root (``grader/course/runner.py``), as an
+    installed import path (``bertlab/fileio.py``: pyproject's package-dir), within a room
+    (``gradescope/archive.py``) or a bare file name in its room's row (``pool.py``)."""
+    candidates = [named]
+    for folder, package in FOLDERS.items():  # installed paths back to the checkout's folders
+        installed = package.replace(".", "/") + "/"
+        if named.startswith(installed):
+            candidates.append(folder + "/" + named[len(installed):])
+    if any((ROOT / c).exists() for c in candidates):
+        return True
+    if "/" not in named.rstrip("/"):
+        return any(Path(f).name == named for f in files) or any(f"/{named}" in f"/{f}" for f in files)
+    return any(f"/{f}".endswith("/" + named) or f"/{named}" in f"/{f}" for f in files)
+
+
+def test_every_path_the_architecture_page_names_exists():
+    """The page is read as a map: a file or folder it names that is not in the checkout sends a
+    contributor looking for nothing. ``<task>`` stands for each task of the registry (the timed ones
+    for a speed test)."""
+    import subprocess
+
+    from bertlab.tasks import EXERCISES
+
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    missing = []
+    for named in sorted(set(_NAMED_PATH.findall(page))):
+        tasks = [e.name for e in EXERCISES if e.timed or "_speed" not in named]
+        for path in ([named.replace("<task>", t) for t in tasks] if "<task>" in named else [named]):
+            if not _named_path_exists(path, files):
+                missing.append(path)
+    assert not missing, f"docs/architecture.md names files or folders that are not in the checkout: {missing}"
 
 
 def test_every_piece_of_every_task_is_where_the_registry_says_and_carries_its_name():

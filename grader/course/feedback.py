@@ -102,7 +102,7 @@ def _shortened(message: str) -> str:
 
 
 def _task_html(task: str, tests: Sequence[Mapping], score: float, max_score: float) -> str:
-    """One task's table for the feedback page (grader/templates/task_results.html.j2, autoescaped)."""
+    """One task's table for the feedback page (grader/course/templates/task_results.html.j2, autoescaped)."""
     rows = [{"name": str(t.get("name", "")),
              "outcome": _OUTCOME_WORD.get(str(t.get("outcome", "")), str(t.get("outcome", ""))),
              "style": _OUTCOME_STYLE.get(str(t.get("outcome", "")), ""),
