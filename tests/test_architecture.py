@@ -197,6 +197,17 @@ def test_the_architecture_page_names_every_room():
     assert not missing, f"docs/architecture.md does not name these rooms: {missing}"
 
 
+def test_every_package_of_the_checkout_is_on_the_architecture_page():
+    """A room or a room's sub-folder that the page does not mention is one a contributor finds only
+    by reading the imports: each package is either a room of the page's table or named there as a
+    folder (``handin/``, ``gradescope/``)."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    packages = sorted({module_name(init).removesuffix(".__init__") for folder in FOLDERS
+                       for init in (ROOT / folder).rglob("__init__.py") if "__pycache__" not in init.parts})
+    missing = [p for p in packages if f"`{p}`" not in page and f"`{p.rsplit('.', 1)[-1]}/" not in page]
+    assert not missing, f"docs/architecture.md names neither the room nor the folder of: {missing}"
+
+
 #: A file or folder named in backticks on the page: a name with an extension of the kit's files, or a folder (ends in /).
 _NAMED_PATH = re.compile(r"`([A-Za-z_.<][\w./<>-]*(?:\.(?:py|md|json|toml|txt|ipynb|ini|j2|sh)|/))`")
 
