@@ -30,7 +30,7 @@ pytest.importorskip("distributed", reason="the cluster extra: pip install 'bertl
 
 from bertlab_grader.cluster import task as cluster_task  # noqa: E402
 from bertlab_grader.commands.demo import build_demo_course  # noqa: E402
-from bertlab_grader.course import nbgrader_course, runner  # noqa: E402
+from bertlab_grader.course import journal, nbgrader_course, runner  # noqa: E402
 from bertlab_grader.course.results import grade_differences  # noqa: E402
 
 from dask_processes import CliCluster  # noqa: E402
@@ -121,13 +121,13 @@ def test_a_worker_killed_mid_submission_costs_nothing_and_nothing_is_recorded_tw
     students = ["alice", "bob", "carol", "dave"]
     course = _course(tmp_path, students)
     recorded: list[str] = []
-    real_record = nbgrader_course.record_result
+    real_record = nbgrader_course.record_results
 
-    def counting(course_dir, result, db_url=None, **kwargs):
-        recorded.append(result["student"])
-        return real_record(course_dir, result, db_url, **kwargs)
+    def counting(course_dir, entries, db_url=None, **kwargs):  # the run's writer records in batches through it
+        recorded.extend(e["result"]["student"] for e in entries)
+        return real_record(course_dir, entries, db_url, **kwargs)
 
-    monkeypatch.setattr(nbgrader_course, "record_result", counting)
+    monkeypatch.setattr(nbgrader_course, "record_results", counting)
     killed: dict = {}
     with cli_cluster.client() as client:  # the scheduler keeps the events of earlier runs
         seen = {e.get("run") for _, e in client.get_events(cluster_task.EVENT_TOPIC)}
@@ -279,15 +279,14 @@ def test_the_scheduler_gone_mid_run_keeps_what_finished_and_a_local_cluster_grad
     # (Last in the module: it kills the module's scheduler.)
     students = ["alice", "bob", "carol", "dave"]
     course = _course(tmp_path, students)
-    real_record = nbgrader_course.record_result
+    real_record = journal.ResultWriter.record
 
-    def record_then_kill(course_dir, result, db_url=None, **kwargs):
-        done = real_record(course_dir, result, db_url, **kwargs)
+    def record_then_kill(writer, result, **kwargs):  # the first result journaled, the scheduler goes
+        real_record(writer, result, **kwargs)
         if cli_cluster.scheduler.poll() is None:
             os.kill(cli_cluster.scheduler.pid, signal.SIGKILL)
-        return done
 
-    monkeypatch.setattr(nbgrader_course, "record_result", record_then_kill)
+    monkeypatch.setattr(journal.ResultWriter, "record", record_then_kill)
     summary = runner.run_course(course, scheduler=cli_cluster.address, quiet=True)
     monkeypatch.undo()
     assert summary.exit_code == 1 and summary.stopped and "scheduler" in summary.stopped, summary.format()

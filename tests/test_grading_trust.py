@@ -261,7 +261,7 @@ def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
 
     # Only the selection is under test: no gradebook, export or feedback.
     monkeypatch.setattr(nbcourse, "init_course", lambda *a, **k: None)
-    monkeypatch.setattr(nbcourse, "record_result", lambda *a, **k: None)
+    monkeypatch.setattr(nbcourse, "record_results", lambda course, entries, *a, **k: [course] * len(entries))
     monkeypatch.setattr(nbcourse, "export_and_feedback", lambda *a, **k: (None, None))
     monkeypatch.setattr(nbcourse, "keep_gradebook_open", lambda *a, **k: __import__("contextlib").nullcontext())
 
@@ -302,8 +302,11 @@ def test_copies_are_graded_once_and_each_gets_the_result_under_its_own_name(tmp_
     monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
     monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
     monkeypatch.setattr(nbcourse, "init_course", lambda *a, **k: None)
-    monkeypatch.setattr(nbcourse, "record_result", lambda course, result, db_url=None, **kw: recorded.update(
-        {result["student"]: result}))
+    def record_results(course, entries, db_url=None, **kw):  # the run's writer records through it, in batches
+        recorded.update({e["result"]["student"]: e["result"] for e in entries})
+        return [course] * len(entries)
+
+    monkeypatch.setattr(nbcourse, "record_results", record_results)
     monkeypatch.setattr(nbcourse, "export_and_feedback", lambda *a, **k: (None, None))
     monkeypatch.setattr(nbcourse, "keep_gradebook_open", lambda *a, **k: __import__("contextlib").nullcontext())
     summary = runner.run_course(course, "week7", quiet=True)

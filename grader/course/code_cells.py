@@ -97,19 +97,40 @@ def _cell_id(filename: str) -> str:
     return "bertlab-code-" + filename.removesuffix(".py")
 
 
+# The graded notebook's cells, built as nbformat.v4's new_code_cell / new_markdown_cell / new_output
+# build them, without their validation: each of those calls checks its cell against the notebook
+# schema with jsonschema, which was a third of the time a cohort run spent recording a result. The
+# cells' shape is this module's and feedback.py's, the same for every student, and the kit's tests
+# validate the whole notebook (tests/test_course.py).
+
+def new_code_cell(source: str, *, id: str, metadata: dict, outputs: list | None = None):
+    from nbformat import NotebookNode
+
+    return NotebookNode(id=id, cell_type="code", metadata=metadata, execution_count=None, source=source,
+                        outputs=outputs or [])
+
+
+def new_markdown_cell(source: str, *, id: str, metadata: dict | None = None):
+    from nbformat import NotebookNode
+
+    return NotebookNode(id=id, cell_type="markdown", source=source, metadata=metadata or {})
+
+
+def new_display_output(data: dict):
+    from nbformat import NotebookNode
+
+    return NotebookNode(output_type="display_data", metadata={}, data=data)
+
+
 def code_cell(filename: str, text: str):
     """The read-only, ungraded code cell that shows one handed-in file."""
-    from nbformat.v4 import new_code_cell, new_output
-
-    out = new_output("display_data", data={"text/html": code_html(text), "text/plain": text})
+    out = new_display_output({"text/html": code_html(text), "text/plain": text})
     return new_code_cell(heading(filename, text), id=_cell_id(filename),
                          metadata={**_READ_ONLY, "bertlab": {"file": shown_path(filename)}}, outputs=[out])
 
 
 def unreadable_cell(filename: str, problem: str):
     """A one-line note for a file that could not be read as text (its reason, escaped)."""
-    from nbformat.v4 import new_markdown_cell
-
     note = f"**{shown_path(filename)}** was handed in but cannot be shown: {html.escape(problem)}"
     return new_markdown_cell(note, id=_cell_id(filename),
                              metadata={**_READ_ONLY, "bertlab": {"file": shown_path(filename)}})

@@ -133,7 +133,9 @@ def build_graded_notebook(assignment: str, max_points: Mapping[str, float],
     """The student's graded notebook: the source cells, each grade cell showing its task's tests and
     followed by the student's file for that task (``sources``, a ``SubmissionSources``; none when not
     given), then any other file handed in."""
-    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+    from nbformat.v4 import new_notebook
+
+    from bertlab_grader.course.code_cells import new_code_cell, new_display_output, new_markdown_cell
 
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
@@ -145,7 +147,7 @@ def build_graded_notebook(assignment: str, max_points: Mapping[str, float],
     for task, points in max_points.items():
         tests = by_task.get(task, [])
         score = sum(float(t.get("points", 0.0)) for t in tests)
-        out = new_output("display_data", data={
+        out = new_display_output({
             "text/html": _task_html(task, tests, score, points),
             "text/plain": _task_text(task, tests, score, points),
         })
@@ -154,6 +156,6 @@ def build_graded_notebook(assignment: str, max_points: Mapping[str, float],
                                       outputs=[out]))
         nb.cells.extend(code_cells.cells_for_task(task, sources))
     nb.cells.extend(code_cells.cells_for_other_files(max_points, sources))
-    # (Not validated here: its shape is this function's, the same for every student, and a record of
-    # 10,000 on a cluster paid a tenth of its time for it; tests/test_course.py validates it.)
+    # (Not validated here, nor cell by cell (code_cells.new_code_cell says why): its shape is this
+    # function's, the same for every student; tests/test_course.py validates it.)
     return nb

@@ -23,7 +23,7 @@ from bertlab_grader.course.feedback import build_graded_notebook
 from bertlab_grader.course.config import (
     CourseError, NbgraderCommandError, _check_name, _course_lock, _normalise_db_url, _ordered_tasks,
     course_db_url, ensure_python_on_path, nbgrader_environment)
-from bertlab_grader.course.results import autograded_dir, validate_result, write_results_json
+from bertlab_grader.course.results import autograded_dir, checked_result, results_json_text
 from bertlab_grader.course.submissions import submitted_sources
 from bertlab_grader.core.points import POINTS_EPSILON
 
@@ -81,63 +81,226 @@ def _gradebook(db_url: str):
         yield gb
 
 
-def _record_in_gradebook(db_url: str, result: dict, timestamp, changed: bool = False):
-    """Upsert student, submission, submitted notebook and one grade per task; return (task -> max points,
-    what happened to the instructor's adjustments: grader/course/adjustments.py, ``changed``: the files
-    differ from those of the result this one replaces)."""
-    from nbgrader.api import Grade, MissingEntry, SubmittedNotebook
+def _record_in_gradebook(db_url: str, assignment: str, entries: list[dict], changed: list[bool],
+                         before_commit: Callable[[list], None]) -> tuple[dict[str, float], list]:
+    """Upsert, in one transaction, each entry's student, submission, submitted notebook and one grade
+    per task (the sum of that task's test points). Returns (task -> max points, per entry: what
+    happened to the instructor's adjustments (grader/course/adjustments.py), or the CourseError that
+    kept that entry out: a task the assignment does not grade). ``changed[i]``: entry i's files differ
+    from those of the result it replaces. ``before_commit(adjustments)`` runs once the rows are in the
+    transaction and before it commits (the set-aside adjustments are written there: a crash after the
+    commit must not lose them).
+
+    Rows are built as nbgrader's ``add_submission`` builds them (a SubmittedNotebook per notebook, a
+    Grade per grade cell, a Comment per solution cell, both per task cell), but with one commit per
+    batch instead of three per result: the commits, each synced, were most of a record's time."""
+    from nbgrader.api import Comment, Grade, MissingEntry, Student, SubmittedAssignment, SubmittedNotebook
+    from nbgrader.utils import parse_utc
     from sqlalchemy.exc import SAWarning
+    from sqlalchemy.orm import selectinload
 
-    student, assignment = result["student"], result["assignment"]
+    outcomes: list = [None] * len(entries)
     with _gradebook(db_url) as gb, warnings.catch_warnings():
-        # nbgrader's add_submission builds rows before adding them to the session; SQLAlchemy warns
+        # SQLAlchemy warns about rows built before they are added to the session, as nbgrader's do
         warnings.simplefilter("ignore", SAWarning)
+        db = gb.db
         try:
-            notebook = gb.find_notebook(assignment, assignment)
-        except MissingEntry:
-            raise CourseError(f"the gradebook has no assignment {assignment!r} with notebook "
-                              f"{assignment!r}: run init_course first") from None
-        cells = {c.name: c for c in notebook.grade_cells}
-        unknown = {t["task"] for t in result["tests"]} - cells.keys()
-        if unknown:
-            raise CourseError(f"result for {student} has tasks {sorted(unknown)} that {assignment!r} does not "
-                              f"grade (its grade cells: {sorted(cells)})")
-        scores = {name: 0.0 for name in cells}
-        maxima = {name: 0.0 for name in cells}
-        for t in result["tests"]:
-            scores[t["task"]] += t["points"]
-            maxima[t["task"]] += t["max_points"]
-        for name, cell in cells.items():
-            if maxima[name] and abs(maxima[name] - cell.max_score) > POINTS_EPSILON:
-                log.warning("%s/%s: task %s tests are worth %g points but its grade cell is worth %g",
-                            student, assignment, name, maxima[name], cell.max_score)
-
-        gb.update_or_create_student(student)
-        kwargs = {"timestamp": timestamp} if timestamp is not None else {}
-        submission = gb.update_or_create_submission(assignment, student, **kwargs)
-        try:
-            sub_nb = gb.find_submission_notebook(assignment, assignment, student)
-        except MissingEntry:  # the notebook was (re)created after this submission was first recorded
-            sub_nb = SubmittedNotebook(notebook=notebook, assignment=submission)
-            gb.db.add(sub_nb)
-        try:
-            grades = {g.cell_id: g for g in sub_nb.grades}
-            by_task = {}
-            for name, cell in cells.items():
-                grade = grades.get(cell.id)
-                if grade is None:
-                    grade = Grade(cell_id=cell.id, notebook=sub_nb)
-                    gb.db.add(grade)
-                grade.auto_score = scores[name]
-                grade.needs_manual_grade = False
-                by_task[name] = grade
-            # a human score already given: kept for the same files (as nbgrader's autograder), else set aside
-            adjustment = apply_rule(by_task, student, changed)
-            gb.db.commit()
+            try:
+                notebook = gb.find_notebook(assignment, assignment)
+            except MissingEntry:
+                raise CourseError(f"the gradebook has no assignment {assignment!r} with notebook "
+                                  f"{assignment!r}: run init_course first") from None
+            cells = {c.name: c for c in notebook.grade_cells}
+            ok = []
+            for i, entry in enumerate(entries):
+                unknown = {t["task"] for t in entry["result"]["tests"]} - cells.keys()
+                if unknown:
+                    outcomes[i] = CourseError(
+                        f"result for {entry['result']['student']} has tasks {sorted(unknown)} that {assignment!r} "
+                        f"does not grade (its grade cells: {sorted(cells)})")
+                else:
+                    ok.append(i)
+            ids = sorted({entries[i]["result"]["student"] for i in ok})
+            the_assignment = notebook.assignment
+            # add_submission's mirror of the assignment, read once per batch
+            layout = [(nb, [c.id for c in nb.grade_cells], [c.id for c in nb.solution_cells],
+                       [c.id for c in nb.task_cells]) for nb in the_assignment.notebooks]
+            students = {s.id: s for s in db.query(Student).filter(Student.id.in_(ids))} if ids else {}
+            submissions = {s.student_id: s for s in db.query(SubmittedAssignment).filter(
+                SubmittedAssignment.assignment_id == the_assignment.id,
+                SubmittedAssignment.student_id.in_(ids))} if ids else {}
+            by_submission = {n.assignment_id: n for n in db.query(SubmittedNotebook)
+                             .options(selectinload(SubmittedNotebook.grades))
+                             .filter(SubmittedNotebook.notebook_id == notebook.id,
+                                     SubmittedNotebook.assignment_id.in_([s.id for s in submissions.values()]))
+                             } if submissions else {}
+            sub_notebooks = {student: by_submission.get(sub.id) for student, sub in submissions.items()}
+            for i in ok:
+                result = entries[i]["result"]
+                student = result["student"]
+                text = entries[i].get("timestamp")
+                timestamp = parse_utc(text) if text else None
+                if student not in students:
+                    students[student] = Student(id=student)
+                    db.add(students[student])
+                submission = submissions.get(student)
+                if submission is None:
+                    kwargs = {"timestamp": timestamp} if timestamp is not None else {}
+                    submission = SubmittedAssignment(assignment=the_assignment, student=students[student], **kwargs)
+                    for nb, grade_ids, solution_ids, task_ids in layout:
+                        sub_nb = SubmittedNotebook(notebook=nb, assignment=submission)
+                        for cell_id in grade_ids:
+                            Grade(cell_id=cell_id, notebook=sub_nb)
+                        for cell_id in solution_ids:
+                            Comment(cell_id=cell_id, notebook=sub_nb)
+                        for cell_id in task_ids:
+                            Comment(cell_id=cell_id, notebook=sub_nb)
+                            Grade(cell_id=cell_id, notebook=sub_nb)
+                        if nb is notebook:
+                            sub_notebooks[student] = sub_nb
+                    db.add(submission)
+                    submissions[student] = submission
+                elif timestamp is not None:
+                    submission.timestamp = timestamp
+                sub_nb = sub_notebooks.get(student)
+                if sub_nb is None:  # the notebook was (re)created after this submission was first recorded
+                    sub_nb = sub_notebooks[student] = SubmittedNotebook(notebook=notebook, assignment=submission)
+                    db.add(sub_nb)
+                scores = {name: 0.0 for name in cells}
+                maxima = {name: 0.0 for name in cells}
+                for t in result["tests"]:
+                    scores[t["task"]] += t["points"]
+                    maxima[t["task"]] += t["max_points"]
+                for name, cell in cells.items():
+                    if maxima[name] and abs(maxima[name] - cell.max_score) > POINTS_EPSILON:
+                        log.warning("%s/%s: task %s tests are worth %g points but its grade cell is worth %g",
+                                    student, assignment, name, maxima[name], cell.max_score)
+                grades = {g.cell_id: g for g in sub_nb.grades}
+                by_task = {}
+                for name, cell in cells.items():
+                    grade = grades.get(cell.id)
+                    if grade is None:
+                        grade = Grade(cell_id=cell.id, notebook=sub_nb)
+                        db.add(grade)
+                    grade.auto_score = scores[name]
+                    grade.needs_manual_grade = False
+                    by_task[name] = grade
+                # a human score already given: kept for the same files (as nbgrader's autograder), else set aside
+                outcomes[i] = apply_rule(by_task, student, changed[i])
+            db.flush()
+            before_commit(outcomes)
+            db.commit()
         except Exception:
-            gb.db.rollback()
+            db.rollback()
             raise
-        return {name: cells[name].max_score for name in _ordered_tasks(cells)}, adjustment
+        return {name: cells[name].max_score for name in _ordered_tasks(cells)}, outcomes
+
+
+def prepare_record(course_dir: str | os.PathLike, result: Mapping, *,
+                   timestamp: datetime.datetime | str | None = None) -> dict:
+    """What recording ``result`` needs, checked once, before anything of it is written: ``{"result":
+    the results dict validated and checked against results.schema.json, "timestamp": the submission
+    time as text, or None}``. ``timestamp`` overrides the ``timestamp.txt`` nbgrader's collect step
+    wrote. Raises ValueError for a result that is not valid. This is also what a journal line holds
+    (grader/course/journal.py)."""
+    clean = checked_result(result)
+    if timestamp is not None:
+        from nbgrader.utils import parse_utc
+
+        text = parse_utc(timestamp).isoformat(sep=" ")
+    else:
+        _, text = _submission_timestamp(Path(course_dir), clean["student"], clean["assignment"])
+    return {"result": clean, "timestamp": text}
+
+
+def _write(path: Path, text: str, sync: bool) -> None:
+    """Replace ``path`` with ``text`` atomically (a temporary file renamed over it: a reader, or a
+    crash, sees the old file or the new one); synced unless ``sync`` is False, where a synced journal
+    holds the result until the caller syncs the filesystem (grader/course/journal.py)."""
+    if sync:
+        atomic_write_text(path, text)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: str | None = None, *,
+                   on_adjustment: Callable[[Adjustment], None] | None = None,
+                   sources: Mapping[str, Mapping[str, str]] | None = None, sync: bool = True) -> list:
+    """Record many results (each a :func:`prepare_record` entry) at once; returns, per entry, its
+    autograded folder or the exception that kept it out (a task the assignment does not grade, a file
+    that could not be written). Raises when the gradebook cannot be written at all (nothing was).
+
+    Order, as for one result: one gradebook transaction for all of them (with the set-aside
+    adjustments written just before it commits), then per result the graded notebook, nbgrader's
+    ``timestamp.txt`` / ``submission_secret.txt``, and ``results.json`` last, each replaced atomically.
+    ``sync=False`` leaves those files unsynced: the caller holds a synced journal of the results
+    (grader/course/journal.py) and syncs the filesystem before dropping it. ``sources``: student ->
+    their files, for the graded notebook (else read from the course)."""
+    import nbformat
+
+    course_dir = Path(course_dir).resolve()
+    if not entries:
+        return []
+    assignments = {e["result"]["assignment"] for e in entries}
+    if len(assignments) != 1:
+        raise CourseError(f"one batch records one assignment, not {sorted(assignments)}")
+    assignment = assignments.pop()
+    url = course_db_url(course_dir, db_url)
+    with _course_lock(course_dir):
+        # The files each result replaces, as results.json says (a student twice in a batch: the first one).
+        befores, changed, latest = [], [], {}
+        for entry in entries:
+            result = entry["result"]
+            student = result["student"]
+            if student not in latest:
+                latest[student] = previous_digest(autograded_dir(course_dir, student, assignment) / "results.json")
+            befores.append(latest[student])
+            changed.append(files_changed(latest[student], result.get("submission_digest")))
+            latest[student] = result.get("submission_digest")
+
+        def set_aside(outcomes: list) -> None:
+            for entry, before, outcome in zip(entries, befores, outcomes):
+                if isinstance(outcome, Adjustment) and outcome.action == SET_ASIDE:
+                    remember_set_aside(course_dir, assignment, outcome, before, entry["result"].get("submission_digest"))
+
+        max_points, outcomes = _record_in_gradebook(url, assignment, entries, changed, set_aside)
+        written: list = []
+        for entry, outcome in zip(entries, outcomes):
+            if isinstance(outcome, Exception):
+                written.append(outcome)
+                continue
+            if outcome is not None and on_adjustment is not None:
+                on_adjustment(outcome)
+            result = entry["result"]
+            student = result["student"]
+            dest = autograded_dir(course_dir, student, assignment)
+            try:
+                files = (sources or {}).get(student)
+                if files is None:
+                    files = submitted_sources(course_dir, student, assignment)
+                nb = build_graded_notebook(assignment, max_points, result, files)
+                # nbformat.v4.writes, not nbformat.writes: the latter validates the notebook against its
+                # schema only to log what it finds; the kit's tests validate this notebook.
+                _write(dest / f"{assignment}.ipynb", nbformat.v4.writes(nb) + "\n", sync)
+                if entry.get("timestamp"):
+                    _write(dest / "timestamp.txt", entry["timestamp"] + "\n", sync)
+                secret = course_dir / "submitted" / student / assignment / "submission_secret.txt"
+                if secret.is_file() and not secret.is_symlink():
+                    _write(dest / "submission_secret.txt", secret.read_text(encoding="utf-8"), sync)
+                _write(dest / "results.json", results_json_text(result), sync)
+            except (OSError, ValueError) as exc:  # this result's files: the others are still written
+                written.append(exc)
+                continue
+            written.append(dest)
+    return written
 
 
 def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | None = None,
@@ -150,8 +313,9 @@ def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | 
     (the sum of that task's test points) in the gradebook; writes the graded notebook
     ``autograded/<student>/<assignment>/<assignment>.ipynb`` that ``nbgrader generate_feedback`` renders,
     copies nbgrader's ``timestamp.txt`` / ``submission_secret.txt`` from the submitted folder when the
-    collect step wrote them, and writes ``results.json`` last. ``timestamp`` overrides the submission time
-    (else the submitted ``timestamp.txt`` is used). Returns the autograded folder.
+    collect step wrote them, and writes ``results.json`` last; every file synced. ``timestamp`` overrides
+    the submission time (else the submitted ``timestamp.txt`` is used). Returns the autograded folder.
+    (A cohort run records through grader/course/journal.py's writer instead: many at a time.)
 
     The graded notebook shows the student's files beside their results: ``sources`` (a
     ``SubmissionSources``) when given, else what the course holds for this student (read as text only).
@@ -159,39 +323,13 @@ def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | 
     An instructor's manual score or extra credit is kept when the files are the same as those of the result
     replaced, and set aside when they changed (grader/course/adjustments.py); ``on_adjustment`` hears which.
     """
-    import nbformat
-
-    course_dir = Path(course_dir).resolve()
-    result = validate_result(result)
-    student, assignment = result["student"], result["assignment"]
-    url = course_db_url(course_dir, db_url)
-    ts_value, ts_text = _submission_timestamp(course_dir, student, assignment)
-    if timestamp is not None:
-        from nbgrader.utils import parse_utc
-        ts_value = parse_utc(timestamp)
-        ts_text = ts_value.isoformat(sep=" ")
-    with _course_lock(course_dir):
-        dest = autograded_dir(course_dir, student, assignment)
-        before = previous_digest(dest / "results.json")
-        changed = files_changed(before, result.get("submission_digest"))
-        max_points, adjustment = _record_in_gradebook(url, result, ts_value, changed)
-        if adjustment is not None and adjustment.action == SET_ASIDE:
-            remember_set_aside(course_dir, assignment, adjustment, before, result.get("submission_digest"))
-        if adjustment is not None and on_adjustment is not None:
-            on_adjustment(adjustment)
-        if sources is None:
-            sources = submitted_sources(course_dir, student, assignment)
-        nb = build_graded_notebook(assignment, max_points, result, sources)
-        # nbformat.v4.writes, not nbformat.writes: the latter validates the notebook against its schema
-        # (a fifth of a record's time) only to log what it finds; the kit's tests validate this notebook.
-        atomic_write_text(dest / f"{assignment}.ipynb", nbformat.v4.writes(nb) + "\n")
-        if ts_text:
-            atomic_write_text(dest / "timestamp.txt", ts_text + "\n")
-        secret = course_dir / "submitted" / student / assignment / "submission_secret.txt"
-        if secret.is_file() and not secret.is_symlink():
-            atomic_write_text(dest / "submission_secret.txt", secret.read_text(encoding="utf-8"))
-        write_results_json(course_dir, result)
-    return dest
+    entry = prepare_record(course_dir, result, timestamp=timestamp)
+    student = entry["result"]["student"]
+    [outcome] = record_results(course_dir, [entry], db_url, on_adjustment=on_adjustment,
+                               sources=None if sources is None else {student: sources}, sync=True)
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
 
 
 # ---------------------------------------------------------------------------------------------------

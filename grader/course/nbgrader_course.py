@@ -17,7 +17,7 @@ Layout (nbgrader's, plus two bertlab files)::
     COURSE/feedback/<student>/<a>/<a>.html       written by ``nbgrader generate_feedback``
     COURSE/.bertlab/                             staging for extracted zips, the gradebook lock
 
-Public API: :func:`init_course`, :func:`record_result`, :func:`write_results_json`, :func:`load_results`,
+Public API: :func:`init_course`, :func:`record_result` (:func:`record_results` for many at once), :func:`write_results_json`, :func:`load_results`,
 :func:`list_submissions`, :func:`read_submission_sources`, :func:`export_grades`,
 :func:`generate_feedback`, :func:`error_result`, :func:`course_max_points`, :func:`course_db_url`.
 """
@@ -32,7 +32,8 @@ from bertlab_grader.course.config import (  # noqa: F401
     CONFIG_FILE, DEFAULT_COURSE_ID, OUTCOMES, CourseError, NbgraderCommandError, check_gradebook, course_db_url,
     ensure_python_on_path, gradebook_assignments, init_course, known_assignments, nbgrader_environment)
 from bertlab_grader.course.gradebook import (  # noqa: F401
-    export_and_feedback, export_grades, generate_feedback, keep_gradebook_open, record_result)
+    export_and_feedback, export_grades, generate_feedback, keep_gradebook_open, prepare_record, record_result,
+    record_results)
 from bertlab_grader.course.results import (  # noqa: F401
     autograded_dir, check_results_schema, course_max_points, error_result, load_results, validate_result,
     write_results_json)

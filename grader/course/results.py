@@ -153,12 +153,25 @@ def schema_errors(result: Mapping) -> list:
     return sorted(_SCHEMA_VALIDATOR.iter_errors(result), key=lambda e: list(e.path))
 
 
+def checked_result(result: Mapping) -> dict:
+    """``result`` validated (:func:`validate_result`: a clean copy) and checked against
+    results.schema.json (:func:`check_results_schema`): what the kit writes. The recording path calls
+    it once per result, before anything of that result is written."""
+    clean = validate_result(result)
+    check_results_schema(clean)
+    return clean
+
+
+def results_json_text(clean: Mapping) -> str:
+    """The text of results.json for a result :func:`checked_result` returned."""
+    return json.dumps(clean, indent=1, ensure_ascii=False) + "\n"
+
+
 def write_results_json(course_dir: str | os.PathLike, result: Mapping) -> Path:
     """Write ``autograded/<student>/<assignment>/results.json`` atomically; return its path."""
-    result = validate_result(result)
-    check_results_schema(result)
+    result = checked_result(result)
     path = autograded_dir(course_dir, result["student"], result["assignment"]) / "results.json"
-    atomic_write_text(path, json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(path, results_json_text(result))
     return path
 
 

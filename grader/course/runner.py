@@ -56,7 +56,9 @@ from bertlab_grader.course.pool import (RunStopped, _check_sandbox, _pool_result
                                         start_workers, stop_workers)
 from bertlab_grader.course.pool import _context  # noqa: F401  (tests start their own workers with it)
 from bertlab_grader.course.preconditions import check_course_for_grading
+from bertlab_grader.course import journal
 from bertlab_grader.course.adjustments import KEPT, SET_ASIDE
+from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.course.results import format_gradebook
 
 
@@ -210,6 +212,11 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     if unknown:
         raise UsageError(f"--regrade names {', '.join(unknown)}, who have no submission of {assignment} "
                          "(nothing was changed)")
+    # A run killed before it wrote everything it graded left its journal: record that first, so that
+    # what it graded counts below as graded (and unchanged submissions are skipped) as if it had finished.
+    replayed = journal.replay(course, assignment, db_url, on_adjustment=summary.adjustments.append)
+    if replayed and not quiet:
+        print(f"Recorded {len(replayed)} result(s) that an interrupted run had graded and journaled.", file=sys.stderr)
     finished = nbcourse.load_results(course, assignment)
     digests = {s.student: nbcourse.submission_digest(s) for s in submissions}
     todo, refused = [], []
@@ -256,12 +263,14 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
             error = prepared["error"]
             raise GraderFailure(f"the gradebook could not be set up: {type(error).__name__}: {error}") from error
         max_points = prepared["max_points"]
-        with nbcourse.keep_gradebook_open(course, db_url):
-            for student in summary.unchanged:  # a run killed between the gradebook and results.json: re-sync
-                nbcourse.record_result(course, finished[student], db_url)
+        with nbcourse.keep_gradebook_open(course, db_url), \
+                journal.ResultWriter(course, assignment, db_url, on_adjustment=summary.adjustments.append) as writer:
+            with timing_gate.working():
+                for student in summary.unchanged:  # the gradebook re-synced with results.json (it may have been reset)
+                    writer.record(finished[student], on_failed=_resync_failed)
             for s in refused:  # e.g. a zip bomb: the student's own error, never the cohort's
                 result = nbcourse.error_result(s.student, assignment, s.error, max_points)
-                _record(course, db_url, result, digests[s.student], summary)
+                _record(writer, result, digests[s.student], summary)
 
             if not quiet:
                 where = f"on the Dask cluster at {scheduler or cluster}" if grading else f"with {workers} worker(s)"
@@ -281,17 +290,20 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
                         if result is None:
                             summary.not_graded[submission.student] = failure
                         else:
-                            _record(course, db_url, result if submission is graded else
-                                    as_copy(result, submission.student), digests[submission.student], summary,
-                                    submission)
+                            _record(writer, result if submission is graded else as_copy(result, submission.student),
+                                    digests[submission.student], summary, submission)
                         progress.update(1)
             except RunStopped as exc:
                 summary.stopped = str(exc)
+                with timing_gate.working():
+                    writer.flush()  # what was graded is recorded (and so counted) before the rest is named
                 done = set(summary.graded) | set(summary.not_graded)
                 for s in todo:
                     if s.student not in done:
                         summary.not_graded[s.student] = "the run stopped before grading it (see above)"
             progress.close()
+            with timing_gate.working():
+                writer.close()  # the last batch: recorded before the summary counts it
     finally:
         stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
         if grading:
@@ -360,7 +372,6 @@ def _start_cluster(stack: contextlib.ExitStack, scheduler, cluster, assignment, 
     quiet room this process's timing gate (it records between timings, as the local runner does)."""
     from bertlab_grader.cluster.connect import dask_client
     from bertlab_grader.cluster.dispatch import ClusterGrading
-    from bertlab_grader.performance import gate as timing_gate
     from bertlab_grader.performance.host_gate import HostGate
 
     try:
@@ -377,26 +388,31 @@ def _start_cluster(stack: contextlib.ExitStack, scheduler, cluster, assignment, 
     return grading
 
 
-def _record(course: Path, db_url: str | None, result: dict, digest: str, summary: RunSummary,
-            submission=None) -> None:
+def _record(writer, result: dict, digest: str, summary: RunSummary, submission=None) -> None:
     """Record one result with the digest of the files it graded (and the hand-in's notes: its
-    manifest); a gradebook that cannot be written is the grader's failure, not the student's."""
-    from bertlab_grader.course import nbgrader_course as nbcourse
+    manifest) through the run's writer (grader/course/journal.py: journaled now, written into the
+    gradebook with its batch, when it is counted as graded); a result that cannot be recorded is the
+    grader's failure, not the student's."""
     from bertlab_grader.course.submissions import handin_notes
-
-    from bertlab_grader.performance import gate as timing_gate
 
     result = {**result, "submission_digest": digest}
     notes = handin_notes(submission.path) if submission is not None and submission.error is None else []
     if notes:
         result["notes"] = notes
+
+    def failed(student: str, cause: str) -> None:
+        summary.not_graded[student] = cause
+
     try:
         with timing_gate.working():  # not while a worker times
-            nbcourse.record_result(course, result, db_url, on_adjustment=summary.adjustments.append)
-    except Exception as exc:  # noqa: BLE001 - the gradebook or the disk: never the student's
+            writer.record(result, on_recorded=summary.graded.append, on_failed=failed)
+    except Exception as exc:  # noqa: BLE001 - an invalid result, or the disk: never the student's
         summary.not_graded[result["student"]] = f"the result could not be recorded: {type(exc).__name__}: {exc}"
-        return
-    summary.graded.append(result["student"])
+
+
+def _resync_failed(student: str, cause: str) -> None:
+    print(f"{student}: their unchanged result could not be synced into the gradebook ({cause}); "
+          "it stands in results.json, and the next run tries again.", file=sys.stderr)
 
 
 def _progress(total: int, quiet: bool):
