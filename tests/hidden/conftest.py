@@ -1,6 +1,6 @@
 """Hidden-suite plumbing: the ``reference`` fixture and a guard that every test is scoreable.
 
-``impl`` (tests/conftest.py) is the code under test: solutions, a directory, or, while grading, the
+``impl`` (src/bertlab/pytest_plugin.py, the plugin every run of these suites loads) is the code under test: solutions, a directory, or, while grading, the
 sandboxed proxy. ``reference`` is always the kit's solutions, in this process: every expected value
 in these suites is computed by it on the same inputs, never typed in.
 """
