@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -159,3 +160,71 @@ def test_full_model_takes_the_lesson_model_only_when_it_is_on_this_machine(tmp_p
     assert finetune.full_model(str(folder)) == str(folder)
     (folder / "model.safetensors").unlink()
     assert finetune.full_model(str(folder)) == "minilm"  # a config without weights is not a model
+
+
+# --------------------------------------------------------------------------- figures shipped with the kit
+
+def _fake_trainer(monkeypatch, calls: list):
+    def fake_finetune(model_name, train, held_out, preset, verbose=True):
+        calls.append(model_name)
+        return {"accuracy": 0.6, "losses": [[1, 0.69]], "epoch_accuracy": [], "minutes": 0.1, "steps": 2,
+                "parameters": 10, "trainable_parameters": 10, "n_train": len(train), "n_eval": len(held_out),
+                "settings": {}}
+
+    monkeypatch.setattr(finetune, "finetune_classifier", fake_finetune)
+
+
+def test_the_kit_ships_the_figures_of_the_notebooks_default_run():
+    # Fails when the preset, the reviews or CACHE_FORMAT change without rebuilding the shipped file.
+    settings = finetune.get_settings(finetune.SHIPPED_PRESET)
+    train, held_out = datasets.split_train_eval(settings.n_train, settings.n_eval, source="imdb", seed=0)
+    key = finetune.finetune_key(finetune.SHIPPED_MODEL, train, held_out, settings)
+    shipped = finetune.shipped_finetune(key)
+    assert shipped is not None, "the notebook's fine-tuning figures are stale: run python tools/build_lesson_figures.py --threads 2"
+    assert Path(shipped["shipped_path"]) == finetune.shipped_finetune_path()
+    assert shipped["steps"] == 63 and shipped["n_train"] == 1000 and shipped["n_eval"] == 500
+    assert 0.7 <= shipped["accuracy"] <= 0.9, "the CPU preset's fine-tuned MiniLM reaches about 0.81"
+    assert shipped["losses"][0][0] == 1 and shipped["losses"][-1][1] < shipped["losses"][0][1]
+    assert shipped["settings"] == dataclasses.asdict(settings)
+    assert {"at", "command", "threads", "torch"} <= set(shipped["built"])
+    assert Path(shipped["shipped_path"]).stat().st_size < 20_000, "a few KB of figures, not weights"
+
+
+def test_a_first_run_shows_the_shipped_figures_and_retrain_trains_here(reviews, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(finetune, "SHIPPED_DIR", tmp_path / "shipped")
+    calls: list = []
+    _fake_trainer(monkeypatch, calls)
+    train, held_out = reviews
+    key = finetune.finetune_key("minilm", train, held_out, TINY)
+    shipped_result = {"accuracy": 0.81, "losses": [[1, 0.7]], "epoch_accuracy": [], "minutes": 2.0, "steps": 2,
+                      "parameters": 10, "trainable_parameters": 10, "n_train": len(train), "n_eval": len(held_out),
+                      "settings": {}, "model": "minilm", "measured_at": "2026-12-03T15:00:00+00:00"}
+    built = {"at": "2026-12-03 15:00 UTC", "command": "python tools/build_lesson_figures.py", "threads": 2,
+             "torch": "2.x"}
+    finetune.write_shipped_finetune(finetune.shipped_finetune_path("minilm", TINY), key, shipped_result, built)
+    first = finetune.finetune_cached("minilm", train, held_out, preset=TINY, expected="usually about 2 min")
+    out = capsys.readouterr().out
+    assert calls == [] and first["source"] == "kit" and first["accuracy"] == 0.81 and first["built"] == built
+    assert "computed when the kit was built (2026-12-03 15:00 UTC" in out and "RETRAIN = True" in out
+    assert "usually about 2 min" in out and not (tmp_path / "cache").exists(), "nothing is written for shipped figures"
+    # Other settings: nothing ships for them, so they train.
+    assert finetune.finetune_cached("minilm", train, held_out, preset=TINY, epochs=2)["source"] == "trained"
+    assert calls == ["minilm"]
+    # RETRAIN: trains here; from then on this machine's own figures come first.
+    retrained = finetune.finetune_cached("minilm", train, held_out, preset=TINY, retrain=True)
+    assert retrained["source"] == "trained" and retrained["accuracy"] == 0.6 and len(calls) == 2
+    again = finetune.finetune_cached("minilm", train, held_out, preset=TINY)
+    assert again["source"] == "cache" and again["accuracy"] == 0.6 and len(calls) == 2
+
+
+def test_a_shipped_file_for_another_key_is_not_used(reviews, tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(finetune, "SHIPPED_DIR", tmp_path / "shipped")
+    calls: list = []
+    _fake_trainer(monkeypatch, calls)
+    train, held_out = reviews
+    stale = {**finetune.finetune_key("minilm", train, held_out, TINY), "format": finetune.CACHE_FORMAT - 1}
+    finetune.write_shipped_finetune(finetune.shipped_finetune_path("minilm", TINY), stale, {"accuracy": 0.9}, {})
+    assert finetune.finetune_cached("minilm", train, held_out, preset=TINY, verbose=False)["source"] == "trained"
+    assert calls == ["minilm"]

@@ -89,6 +89,11 @@ def stubs_run(cache_dir, tmp_path_factory, solutions_run):  # after solutions_ru
     return _execute("exercises", cache_dir, tmp_path_factory.mktemp("nb") / "exercises.ipynb")
 
 
+@pytest.fixture(scope="module")
+def solutions_rerun(cache_dir, tmp_path_factory, solutions_run):  # the same code again: a warm run
+    return _execute("reference", cache_dir, tmp_path_factory.mktemp("nb") / "solutions-again.ipynb")
+
+
 def partly_done(folder: Path, done: Sequence[str]) -> Path:
     """An exercises folder where the tasks in ``done`` hold the reference's code and the others the stubs."""
     from bertlab_grader.core.locations import reference_sources
@@ -343,6 +348,42 @@ def test_the_cache_the_notebook_fills_is_reported_and_cleared(solutions_run, cac
         assert re.search(rf"^  {re.escape(name)} +\d+(\.\d)? (KB|MB)$", text, flags=re.M), text
     assert re.search(r"^Freed \d+(\.\d)? (KB|MB)\.", text, flags=re.M), text
     assert not copy.exists()
+
+
+def test_a_rerun_with_the_same_code_shows_what_the_first_run_kept(solutions_run, solutions_rerun):
+    # The slow steps (fine-tuning, TinyBERT on the reference's pooling.py, SBERT and the DAN on the STS
+    # benchmark) were kept by the first run under the digest of the files they use: the same files, so
+    # nothing is computed again and every figure is the same.
+    first, again = solutions_run[0], solutions_rerun[0]
+    assert _errors(again) == []
+    for tag in ("finetune", "scratch", "stsb"):
+        assert "loaded from the kit's cache" in _stdout(again, tag), tag
+        assert "usually about" not in _stdout(again, tag), tag
+    assert _stdout(again, "stsb").count("loaded from the kit's cache") == 2  # SBERT and the DAN
+    assert "kept in the kit's cache" in _stdout(first, "scratch") and "usually about" in _stdout(first, "scratch")
+    numbers = lambda text: re.findall(r"\d+\.\d{3}", text)  # noqa: E731
+    for tag in ("stsb", "lesson-figures"):
+        assert numbers(_stdout(again, tag)) == numbers(_stdout(first, tag)), tag
+    assert "TinyBERT from scratch" in _stdout(again, "finetune-table") and "(cached)" in _stdout(again, "finetune-table")
+
+
+def test_the_default_fine_tuning_shows_the_figures_shipped_with_the_kit(tmp_path, monkeypatch, capsys):
+    # The finetune cell as the notebook runs it by default (not BERTLAB_FAST): the run it asks for is the
+    # one the kit ships, so nothing trains.
+    from bertlab import datasets, finetune, lesson
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the default fine-tuning trained instead of showing the shipped figures")
+
+    monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(finetune, "finetune_classifier", no_training)
+    cell = _cell(nbformat.read(NOTEBOOK_PATH, as_version=4), "finetune")
+    namespace = {"FAST": False, "datasets": datasets, "finetune": finetune, "lesson": lesson}
+    exec(compile(cell.source, "finetune cell", "exec"), namespace)
+    assert namespace["finetuned"]["source"] == "kit" and namespace["finetuned"]["steps"] == 63
+    out = capsys.readouterr().out
+    assert "computed when the kit was built" in out and "RETRAIN = True" in out
+    assert not any(tmp_path.iterdir()), "showing shipped figures writes nothing to the cache"
 
 
 # --------------------------------------------------------------------------- `bertlab lesson`

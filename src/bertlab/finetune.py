@@ -17,7 +17,11 @@ figures); ``"fast"`` is for tests and CI (seconds, meaningless accuracy).
 
 ``finetune_cached`` keeps a fine-tuning run's figures (accuracy, loss curve, time; not the weights) in
 the kit's cache, so a second run of the notebook shows them without training again. Its key is the
-model, the settings and the reviews, so any change trains afresh.
+model, the settings and the reviews, so any change trains afresh. The notebook's default run (MiniLM,
+the "cpu" preset) calls no student code, so its figures ship with the kit (``SHIPPED_DIR``, computed
+by tools/build_lesson_figures.py when the kit is built): a first run shows them at once, said as such,
+and ``retrain=True`` trains it on this machine. ``scratch_cached`` keeps the from-scratch run, which
+uses the student's pooling, keyed on that code (``bertlab.lesson.cached_step``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
@@ -327,14 +332,68 @@ def _reviews_digest(reviews: Sequence[Review]) -> str:
     return digest.hexdigest()
 
 
+def finetune_key(model_name: str, train: Sequence[Review], held_out: Sequence[Review],
+                 settings: FinetuneSettings) -> dict:
+    """Everything a fine-tuning run's figures depend on: the model, the settings, the reviews (digests)
+    and ``CACHE_FORMAT`` (the training loop's version). No student code is in it: there is none in the run."""
+    return {"format": CACHE_FORMAT, "model": model_name, "settings": asdict(settings),
+            "train": _reviews_digest(train), "held_out": _reviews_digest(held_out)}
+
+
+def key_digest(key: dict) -> str:
+    """12 hex digits of the key's sha256 (its JSON, keys sorted): the name of its cache entry."""
+    from .cache import key_digest as digest
+
+    return digest(key)
+
+
 def finetune_cache_path(model_name: str, train: Sequence[Review], held_out: Sequence[Review],
                         settings: FinetuneSettings) -> Path:
     """Where ``finetune_cached`` keeps the figures of this run: ``<kit cache>/finetune-<12 hex>.json``."""
     from .cache import cache_root
 
-    payload = json.dumps({"format": CACHE_FORMAT, "model": model_name, "settings": asdict(settings),
-                          "train": _reviews_digest(train), "held_out": _reviews_digest(held_out)}, sort_keys=True)
-    return cache_root() / f"finetune-{hashlib.sha256(payload.encode()).hexdigest()[:12]}.json"
+    return cache_root() / f"finetune-{key_digest(finetune_key(model_name, train, held_out, settings))}.json"
+
+
+# ---------------------------------------------------------------------------------------------
+# The notebook's default fine-tuning, computed when the kit was built
+# ---------------------------------------------------------------------------------------------
+
+SHIPPED_DIR = Path(__file__).parent / "data" / "lesson_figures"
+SHIPPED_MODEL, SHIPPED_PRESET = "minilm", "cpu"  # the run the notebook makes by default (FULL = False)
+
+
+def shipped_finetune_path(model_name: str = SHIPPED_MODEL, settings: Union[str, FinetuneSettings] = SHIPPED_PRESET) -> Path:
+    """``<package data>/lesson_figures/finetune-<model>-<12 hex of the settings>.json``."""
+    settings = get_settings(settings)
+    name = re.sub(r"[^a-z0-9]+", "-", Path(model_name).name.lower()).strip("-") or "model"
+    return SHIPPED_DIR / f"finetune-{name}-{key_digest(asdict(settings))}.json"
+
+
+def write_shipped_finetune(path: Path, key: dict, result: dict, built: dict) -> None:
+    """Write the figures of a run made when the kit is built (tools/build_lesson_figures.py)."""
+    from .fileio import atomic_write_text
+
+    record = {"what": "the lesson notebook's default fine-tuning run (Concept 3), computed when the kit was built; "
+                      "it calls no student code", "key": key, "key_digest": key_digest(key), "built": built,
+              "result": {k: v for k, v in result.items() if k not in ("from_cache", "cache_path", "source")}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record, indent=1) + "\n")
+
+
+def shipped_finetune(key: dict) -> Optional[dict]:
+    """The shipped figures of the run with this key (``finetune_key``), with ``built`` (when, how, on
+    what) added; None when none ship for it (another model, preset or reviews, or a changed loop)."""
+    if not SHIPPED_DIR.is_dir():
+        return None
+    for path in sorted(SHIPPED_DIR.glob("finetune-*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if record.get("key") == key:
+            return {**record["result"], "built": record["built"], "shipped_path": str(path)}
+    return None
 
 
 MODEL_NAMES = {"minilm": "all-MiniLM-L6-v2"}  # how the printed lines name the packaged model
@@ -346,22 +405,34 @@ def _kb(path: Path) -> str:
     return size_text(path.stat().st_size)
 
 
+def _describe_build(built: dict) -> str:
+    return (f"{built.get('at', '?')}, {built.get('threads', '?')} CPU threads, torch {built.get('torch', '?')}")
+
+
 def finetune_cached(model_name: str, train: Sequence[Review], held_out: Sequence[Review],
                     preset: Union[str, FinetuneSettings] = "cpu", retrain: bool = False, verbose: bool = True,
                     expected: str = "", **overrides) -> dict:
     """``finetune_classifier(model_name, ...)``, its figures kept in the kit's cache (a few KB of JSON:
-    accuracy, loss curve, minutes; the weights are not kept). A second call with the same model,
-    settings and reviews returns them without training, unless ``retrain``.
+    accuracy, loss curve, minutes; the weights are not kept). Unless ``retrain``, a call finds, in order:
+
+    1. this run's figures in the kit's cache (trained on this machine by an earlier call);
+    2. the figures shipped with the kit for exactly this run (``shipped_finetune``: the notebook's
+       default, computed when the kit was built; the run calls no student code, so they are the same
+       for everyone);
+    3. neither: it trains, and keeps the figures in the kit's cache.
 
     expected: how long training usually takes (e.g. "usually about 2 min on 2 CPU cores"), printed
-    before it starts. Prints where the figures are kept, or that they came from the cache.
-    Returns the dict of ``train_and_evaluate`` plus: from_cache (bool), cache_path (str), measured_at
-    (ISO time of the training run), model (the name).
+    before it starts (and, for shipped figures, with how to train instead). Prints where the figures
+    come from. Returns the dict of ``train_and_evaluate`` plus: source ("cache", "kit" or "trained"),
+    from_cache (bool), cache_path (str; "" for shipped figures), measured_at (ISO time of the training
+    run), model (the name); shipped figures add built (when, how and on what they were computed).
     """
     from .fileio import atomic_write_text
 
     settings = get_settings(preset, **overrides)
+    key = finetune_key(model_name, train, held_out, settings)
     path = finetune_cache_path(model_name, train, held_out, settings)
+    shown = MODEL_NAMES.get(model_name, model_name)
     if not retrain and path.is_file():
         try:
             result = json.loads(path.read_text(encoding="utf-8"))
@@ -369,13 +440,22 @@ def finetune_cached(model_name: str, train: Sequence[Review], held_out: Sequence
             result = None  # a damaged entry: train again and replace it
         if result is not None:
             if verbose:
-                print(f"Fine-tuning {MODEL_NAMES.get(model_name, model_name)}: loaded from the kit's cache ({path}, {_kb(path)}), trained "
+                print(f"Fine-tuning {shown}: loaded from the kit's cache ({path}, {_kb(path)}), trained "
                       f"{result.get('measured_at', '?')} in {result['minutes']:.1f} min. Set RETRAIN = True to train again.",
                       flush=True)
-            return {**result, "from_cache": True, "cache_path": str(path)}
+            return {**result, "source": "cache", "from_cache": True, "cache_path": str(path)}
+    shipped = None if retrain else shipped_finetune(key)
+    if shipped is not None:
+        if verbose:
+            print(f"Fine-tuning {shown}: these figures were computed when the kit was built ({_describe_build(shipped['built'])}: "
+                  f"{shipped['steps']} steps in {shipped['minutes']:.1f} min), with exactly this cell's settings and "
+                  "reviews. The run calls none of your code, so training it here gives the same figures (to a fraction "
+                  "of a point with another torch build). Set RETRAIN = True to train it yourself"
+                  + (f" ({expected})" if expected else "") + ".", flush=True)
+        return {**shipped, "source": "kit", "from_cache": False, "cache_path": ""}
     if verbose:
         steps = -(-len(train) // settings.batch_size) * settings.epochs
-        print(f"Fine-tuning {MODEL_NAMES.get(model_name, model_name)}: {steps:g} steps of {settings.batch_size} reviews, then {len(held_out):,} "
+        print(f"Fine-tuning {shown}: {steps:g} steps of {settings.batch_size} reviews, then {len(held_out):,} "
               f"held out" + (f": {expected}" if expected else "") + ".", flush=True)
     result = finetune_classifier(model_name, train, held_out, preset=settings, verbose=verbose)
     result = {**result, "model": model_name, "measured_at": datetime.now().astimezone().isoformat(timespec="seconds")}
@@ -387,4 +467,4 @@ def finetune_cached(model_name: str, train: Sequence[Review], held_out: Sequence
     except OSError as exc:  # a read-only home: the run still counts, it just is not kept
         if verbose:
             print(f"Could not keep these figures in {path} ({exc}); the next run trains again.", flush=True)
-    return {**result, "from_cache": False, "cache_path": str(path)}
+    return {**result, "source": "trained", "from_cache": False, "cache_path": str(path)}

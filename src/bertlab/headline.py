@@ -351,6 +351,9 @@ def _finetune_row(figure: LessonFigure, value: Optional[Mapping], waiting: Seque
         why = (f"the {preset!r} preset, sized for a CPU: {model} (22.7M parameters, not bert-base's 109.5M) on {run}, "
                "not 5,000 for 5 (FULL = True runs the lesson's); the from-scratch TinyBERT gets the same few steps, "
                "Week 6's model 40,000 reviews")
+    if (value.get("finetuned") or {}).get("source") == "kit":
+        why += ("; the fine-tuned figures were computed when the kit was built, with these settings (they use none "
+                "of your code; RETRAIN = True trains it here)")
     return Comparison(figure.label, figure.lesson, " vs ".join(parts), why)
 
 

@@ -70,12 +70,29 @@ def task_module(impl: Implementation, task: str):
 
 def load_lesson_implementation(target: Optional[str] = None) -> Implementation:
     """Import the implementation the notebook should use (``target`` or ``$BERTLAB_IMPL``); its steps
-    (``student_code``) start afresh."""
-    global _current_target, _steps
+    (``student_code``) start afresh, and the digest of each task's file is taken now (``cached_step``
+    keys on the code this session runs, not on a file edited since)."""
+    global _current_target, _steps, _source_digests
     _current_target = target or implementation_target()
     impl = load_implementation(_current_target)
     _steps = LessonSteps(impl)
+    _source_digests = source_digests(impl)
     return impl
+
+
+def source_digests(impl: Implementation) -> dict[str, Optional[str]]:
+    """{task: sha256 of its module's file}, read now; None for a task whose module has no file (left
+    out of this course, or not a plain module): a step that uses it is never cached."""
+    import hashlib
+
+    digests: dict[str, Optional[str]] = {}
+    for task in EXERCISE_TASKS:
+        path = getattr(task_module(impl, task), "__file__", None)
+        try:
+            digests[task] = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
+        except OSError:
+            digests[task] = None
+    return digests
 
 
 def quiet_transformers() -> None:
@@ -152,6 +169,55 @@ def task_file(task: str, target: Optional[str] = None) -> str:
     if target == "reference":
         return f"solutions/{task}.py"
     return str(Path(target) / f"{task}.py")
+
+
+# ---------------------------------------------------------------------------------------------
+# Slow steps on student code, kept for the same code
+# ---------------------------------------------------------------------------------------------
+
+_source_digests: dict[str, Optional[str]] = {}
+STEP_CACHE_FORMAT = 1  # bump when a kept step's result changes meaning
+
+
+def _kit_module_digest(name: str) -> str:
+    import hashlib
+
+    return hashlib.sha256((Path(__file__).parent / f"{name}.py").read_bytes()).hexdigest()
+
+
+def cached_step(what: str, uses: Sequence[str], compute: Callable[[], dict], *, label: str,
+                settings: Optional[dict] = None, kit_modules: Sequence[str] = (), announce_key: str = "",
+                retrain: bool = False) -> dict:
+    """``compute()`` (a dict of plain data), kept in the kit's cache for the same code (``cache.cached_json``).
+
+    The key holds the digest of exactly the task files the step runs (``uses``, e.g. ("siamese",
+    "pooling") for SBERT, whose encoder pools with masked_mean_pool), as they were when the notebook
+    loaded them; the kit's version, torch's version and the digests of the kit modules the step runs
+    (``kit_modules``, e.g. ("finetune", "encoder")); ``settings`` (plain data: the preset, the data's
+    digests). A rerun with the same files loads the result; an edit to one of them computes it again.
+    A task without a file (see ``source_digests``) is never cached: the step just runs.
+    announce_key: a ``USUAL_SECONDS`` key, said (``announce``) just before computing.
+    """
+    from . import __version__
+    from .cache import cached_json
+
+    code = {task: _source_digests.get(task) for task in uses}  # by task, not path: the same file anywhere is the same code
+
+    def before() -> None:
+        if announce_key:
+            announce(announce_key, label)
+
+    if not uses or any(digest is None for digest in code.values()):
+        before()
+        return {**compute(), "source": "computed", "from_cache": False}
+    import transformers
+
+    key = {"step": what, "format": STEP_CACHE_FORMAT, "kit": __version__, "torch": torch.__version__,
+           "transformers": transformers.__version__, "code": code,
+           "kit_code": {name: _kit_module_digest(name) for name in kit_modules}, "settings": settings or {}}
+    files = " and ".join(task_file(task) for task in uses)
+    return cached_json(what, key, compute, label=label, depends_on=f"this same {files}", retrain=retrain,
+                       before_compute=before)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,7 +44,13 @@ def layer_representations(model: torch.nn.Module, input_ids: Int[Tensor, "B T"],
     include_embeddings: keep the embedding layer's output as the first entry (Hugging Face's
     hidden_states[0]); False gives the blocks only, as in the lesson's 4x4 TinyBERT matrix.
     """
-    states = hidden_states(model, input_ids, attention_mask)
+    return pool_layers(hidden_states(model, input_ids, attention_mask), attention_mask, pool, include_embeddings)
+
+
+def pool_layers(states: tuple[Float[Tensor, "B T D"], ...], attention_mask: Int[Tensor, "B T"], pool: Pool,
+                include_embeddings: bool = True) -> list[Float[Tensor, "B D"]]:
+    """``layer_representations`` from hidden states already computed (``hidden_states``): one encoder
+    run pooled two ways (mean and [CLS]) costs one forward pass, not two."""
     if not include_embeddings:
         states = states[1:]
     return [pool_states(s, attention_mask, pool).float() for s in states]

@@ -43,6 +43,16 @@ def pair_cosines(embed: Callable[[list[str]], Tensor], pairs: Sequence[ScoredPai
     return F.cosine_similarity(torch.as_tensor(a).float(), torch.as_tensor(b).float(), dim=-1)
 
 
+def pairs_digest(pairs: Sequence[ScoredPair]) -> str:
+    """sha256 of the pairs (both sentences and the score of each, in order): what a kept result was scored on."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for pair in pairs:
+        digest.update(f"{pair.a}\t{pair.b}\t{pair.score!r}\n".encode())
+    return digest.hexdigest()
+
+
 def spearman(predicted: Sequence[float], reference: Sequence[float]) -> float:
     """Spearman rank correlation (scipy.stats.spearmanr)."""
     from scipy.stats import spearmanr

@@ -123,7 +123,8 @@ def format_accuracy_table(results: Mapping[str, Optional[dict]],
     """Held-out accuracy, training minutes and parameters of each training run.
 
     A None result is a run that did not happen: ``needs[name]`` names the unfinished tasks it needs. A
-    result loaded from the cache (``from_cache``) is marked: its minutes are those of the run that made it.
+    result loaded from the cache (``from_cache``) or shipped with the kit (``source`` "kit") is marked:
+    its minutes are those of the run that made it.
     """
     lines = [f"{'model':<38}{'held-out accuracy':>18}{'minutes':>9}{'parameters':>13}{'steps':>7}"]
     for name, result in results.items():
@@ -131,7 +132,8 @@ def format_accuracy_table(results: Mapping[str, Optional[dict]],
             tasks = list((needs or {}).get(name, ()))
             lines.append(f"{name:<38}  " + (f"(not run yet: needs task(s) {', '.join(tasks)})" if tasks else "(not run)"))
             continue
-        cached = "  (cached)" if result.get("from_cache") else ""
+        cached = ("  (computed when the kit was built)" if result.get("source") == "kit"
+                  else "  (cached)" if result.get("from_cache") else "")
         lines.append(f"{name:<38}{result['accuracy']:>18.3f}{result['minutes']:>9.1f}"
                      f"{result['parameters']:>13,}{result['steps']:>7}{cached}")
     return "\n".join(lines)
