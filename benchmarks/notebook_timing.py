@@ -1,6 +1,6 @@
 """How long the lesson notebook takes, cell by cell and section by section: the figures of docs/student-guide.md.
 
-    python benchmarks/notebook_timing.py [--impl reference|DIR] [--cache DIR] [--runs 2] [--fast]
+    python benchmarks/notebook_timing.py [--impl reference|DIR] [--cache DIR] [--runs 2] [--fast] [--save DIR]
 
 Executes exercises/Week_7_encoder.ipynb (nbclient, a fresh Jupyter kernel, as a student's "Run all")
 ``--runs`` times in a row with one kit cache folder: the first run starts from an empty cache (the
@@ -74,7 +74,7 @@ def kernel_cpu_seconds(cell) -> float:
     return float("nan")
 
 
-def run_once(impl: str, cache: Path, fast: bool) -> dict:
+def run_once(impl: str, cache: Path, fast: bool, save: Path | None = None) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
@@ -95,6 +95,9 @@ def run_once(impl: str, cache: Path, fast: bool) -> dict:
         notebook.cells.append(nbformat.v4.new_code_cell(CPU_PROBE))
         client.execute_cell(notebook.cells[-1], len(notebook.cells) - 1)
         cpu = kernel_cpu_seconds(notebook.cells.pop())
+    if save is not None:  # the executed notebook, outputs and all, to read what a run printed
+        save.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, save)
     failed = [c.get("metadata", {}).get("tags", ["?"])[0] for c in notebook.cells if c.cell_type == "code"
               and any(o.get("output_type") == "error" for o in c.outputs)]
     by_section = {title: round(sum(cell_seconds(c) for c in cells), 1) for title, cells in sections(notebook)}
@@ -130,12 +133,13 @@ def main(argv=None) -> int:
     parser.add_argument("--cache", type=Path, help="the kit cache folder to use (emptied first; default: a temporary one)")
     parser.add_argument("--runs", type=int, default=2, help="runs in a row; the first starts from an empty cache")
     parser.add_argument("--fast", action="store_true", help="BERTLAB_FAST=1 (the kit's tests' setting)")
+    parser.add_argument("--save", type=Path, help="write each run's executed notebook into this folder (run-1.ipynb, ...)")
     args = parser.parse_args(argv)
     cache = args.cache or Path(tempfile.mkdtemp(prefix="bertlab-nb-cache-"))
     shutil.rmtree(cache, ignore_errors=True)
     results = []
     for run in range(args.runs):
-        result = run_once(args.impl, cache, args.fast)
+        result = run_once(args.impl, cache, args.fast, args.save / f"run-{run + 1}.ipynb" if args.save else None)
         results.append(result)
         label = "empty cache" if run == 0 else "warm cache"
         print(f"\nrun {run + 1} ({label}), implementation {args.impl}{', BERTLAB_FAST=1' if args.fast else ''}:")

@@ -4,8 +4,9 @@ of the work: every task done (the reference), none (the untouched stubs), only p
 retrieval (the reference's files for the finished tasks, the stubs for the others).
 
 Every run uses BERTLAB_FAST=1 (the training runs shrink to seconds) and one private cache directory:
-the first run fills it (the fine-tuning's figures; the masked-LM and next-sentence heads ship with
-the kit and write nothing), the later ones load from it. Each step that waits for unfinished work must say so in one line naming exactly the
+the first run fills it (the fine-tuning's figures, and the slow steps on student code under the digest
+of the files they use; the masked-LM and next-sentence heads ship with the kit and write nothing), the
+later ones load from it (a rerun of the reference loads every slow step). Each step that waits for unfinished work must say so in one line naming exactly the
 tasks it uses and lacks, and nothing may raise. The figures checked are the README's reference
 figures for all-MiniLM-L6-v2; the lesson's own come from bertlab.headline.LESSON_FIGURES.
 """
