@@ -1,6 +1,7 @@
 """Grading on a Dask cluster, measured and projected (docs/cluster.md, "Scale"). Prints figures; asserts nothing.
 
     python benchmarks/cluster_scale.py [--n 100] [--records 10000] [--skip-postgres]
+    python benchmarks/cluster_scale.py --only-recording [RESULTS.json] [--records 10000]   # item 2 alone
 
 In one run, on this machine:
 
@@ -11,7 +12,10 @@ In one run, on this machine:
    the grades of the three, compared submission by submission;
 2. the main process's recording throughput: ``--records`` results of the real shape (one results.json
    of the cohort, under new student ids) recorded into a fresh gradebook, as the runner records them
-   (one open gradebook, results.json written last), on SQLite and on PostgreSQL (goal: 50 per second);
+   (the run's writer, grader/course/journal.py: each result journaled and synced, the gradebook and
+   the files written in batches, one filesystem sync at the end, all of it timed), on SQLite and on
+   PostgreSQL (goal: 200 per second). ``--only-recording`` measures only this, with the demo's
+   result for dave (47 tests, 40 failing with messages, 37 hints) unless a results.json is named;
 3. Dask's own cost per submission: a task that does no grading, with a payload of a submission's size,
    sent and taken back one worker's worth at a time, as the dispatcher does;
 4. from those figures, the projected wall time of 10,000 submissions on 16, 64 and 256 worker cores:
@@ -89,7 +93,10 @@ def dask_overhead(address: str, payload_bytes: int, tasks: int = 200, in_flight:
 
 
 def recording_rate(result: dict, records: int, db_url: str | None, workdir: Path) -> float:
-    """Results recorded per second into a fresh gradebook, as the runner records them."""
+    """Results recorded per second into a fresh gradebook, as the runner records them: through the
+    run's writer (journaled, batched), from the first result to the writer closed (the last batch
+    written, the course's files synced, the journal removed)."""
+    from bertlab_grader.course import journal
     from bertlab_grader.course import nbgrader_course as nbcourse
     from bertlab_grader.grading.scoring import max_points_by_task
 
@@ -97,10 +104,24 @@ def recording_rate(result: dict, records: int, db_url: str | None, workdir: Path
     (course / "submitted").mkdir(parents=True)
     nbcourse.init_course(course, ASSIGNMENT, max_points=max_points_by_task(), db_url=db_url)
     start = time.monotonic()
-    with nbcourse.keep_gradebook_open(course, db_url):
+    with nbcourse.keep_gradebook_open(course, db_url), journal.ResultWriter(course, ASSIGNMENT, db_url) as writer:
         for i in range(records):
-            nbcourse.record_result(course, {**result, "student": f"r{i:05d}"}, db_url)
-    return records / (time.monotonic() - start)
+            writer.record({**result, "student": f"r{i:05d}"})
+    rate = records / (time.monotonic() - start)
+    recorded = nbcourse.load_results(course, ASSIGNMENT)
+    if len(recorded) != records:
+        raise SystemExit(f"recorded {len(recorded)} results.json of {records}: the writer lost some")
+    return rate
+
+
+def demo_result() -> dict:
+    """A result of the real shape: the demo's dave (tests/fixtures/grade_snapshots/demo.json), 47 tests,
+    40 of them failing with a message, 37 with a hint."""
+    grades = json.loads((KIT_ROOT / "tests" / "fixtures" / "grade_snapshots" / "demo.json").read_text())["grades"]
+    tests = [{"name": name, **{k: v for k, v in t.items() if v is not None}} for name, t in grades["dave"].items()]
+    return {"student": "dave", "assignment": ASSIGNMENT, "score": sum(t["points"] for t in tests),
+            "max_score": sum(t["max_points"] for t in tests), "tests": tests,
+            "submission_digest": "sha256:" + "0" * 64, "sandboxed": True}
 
 
 def bank_cohort() -> dict[str, dict[str, str]]:
@@ -145,11 +166,13 @@ def main(argv=None) -> int:
     parser.add_argument("--records", type=int, default=10000, help="results recorded for the throughput figure")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-bank", action="store_true", help="do not grade the bank locally and on local:2")
-    parser.add_argument("--only-recording", metavar="RESULTS.json", default=None,
-                        help="measure only the recording throughput, with this results.json as the shape")
+    parser.add_argument("--only-recording", metavar="RESULTS.json", nargs="?", const="", default=None,
+                        help="measure only the recording throughput, with this results.json as the shape "
+                             "(none named: the demo's result for dave)")
     args = parser.parse_args(argv)
-    if args.only_recording:
-        return _recording_only(json.loads(Path(args.only_recording).read_text()), args)
+    if args.only_recording is not None:
+        sample = json.loads(Path(args.only_recording).read_text()) if args.only_recording else demo_result()
+        return _recording_only(sample, args)
     from bertlab_grader.course.results import grade_differences
 
     cohort = build_cohort(args.n)

@@ -59,7 +59,9 @@ def test_grade_one_json(tmp_path):
 
 
 def test_grade_course(tmp_path):
-    """Killed with SIGKILL mid-run, then rerun: every student graded exactly once, none lost."""
+    """Killed with SIGKILL mid-run, then rerun: every student graded exactly once, none lost. A result
+    counts as recorded once its line is in the run's journal (grader/course/journal.py): the rerun
+    records what the killed run journaled, and skips those students as unchanged."""
     course = tmp_path / "course"
     students = ["s1", "s2", "s3"]
     for student in students:  # files that differ: copies of one submission are graded once, all at once
@@ -69,14 +71,21 @@ def test_grade_course(tmp_path):
                              start_new_session=True)
     deadline = time.monotonic() + 400
     results = lambda: sorted(course.glob("autograded/*/week7/results.json"))  # noqa: E731
-    while not results() and time.monotonic() < deadline and first.poll() is None:
+
+    def journaled() -> dict:
+        from bertlab_grader.course import journal
+
+        return {e["result"]["student"]: e["result"] for path in journal.journal_paths(course, "week7")
+                for e in journal.read_entries(path)}
+
+    while not journaled() and not results() and time.monotonic() < deadline and first.poll() is None:
         time.sleep(0.2)
     os.killpg(first.pid, signal.SIGKILL)  # the grader and its workers and sandboxes, at once
     first.wait()
-    graded_before = [p.parent.parent.name for p in results()]
+    before = journaled()
+    before.update({p.parent.parent.name: json.loads(p.read_text()) for p in results()})
+    graded_before = sorted(before)
     assert 1 <= len(graded_before) < len(students), f"kill landed at a bad time: {graded_before}"
-    before = {p: json.loads(p.read_text()) for p in results()}
-
     second = subprocess.run(cmd, cwd=KIT_ROOT, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     # Finished students are not graded again (only re-synced into the gradebook, unchanged).
@@ -84,8 +93,9 @@ def test_grade_course(tmp_path):
     assert f"Grading {remaining} submission(s)" in second.stderr
     assert f"{len(graded_before)} unchanged since last grading" in second.stderr
     assert sorted(p.parent.parent.name for p in results()) == students
-    for path, result in before.items():
-        assert json.loads(path.read_text()) == result, f"{path} changed on the rerun"
+    for student, result in before.items():
+        path = course / "autograded" / student / "week7" / "results.json"
+        assert json.loads(path.read_text()) == result, f"{path} is not what the killed run recorded"
     with open(course / "grades.csv", newline="") as handle:
         rows = [row for row in csv.DictReader(handle) if row["assignment"] == "week7"]
     assert sorted(row["student_id"] for row in rows) == students, "each student once in the gradebook"

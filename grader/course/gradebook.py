@@ -214,13 +214,12 @@ def prepare_record(course_dir: str | os.PathLike, result: Mapping, *,
 
 
 def _write(path: Path, text: str, sync: bool) -> None:
-    """Replace ``path`` with ``text`` atomically (a temporary file renamed over it: a reader, or a
-    crash, sees the old file or the new one); synced unless ``sync`` is False, where a synced journal
-    holds the result until the caller syncs the filesystem (grader/course/journal.py)."""
+    """Replace ``path`` (in a folder that exists) with ``text`` atomically (a temporary file renamed over
+    it: a reader, or a crash, sees the old file or the new one); synced unless ``sync`` is False, where
+    a synced journal holds the result until the caller syncs the filesystem (grader/course/journal.py)."""
     if sync:
         atomic_write_text(path, text)
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
@@ -287,6 +286,7 @@ def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: s
                 if files is None:
                     files = submitted_sources(course_dir, student, assignment)
                 nb = build_graded_notebook(assignment, max_points, result, files)
+                dest.mkdir(parents=True, exist_ok=True)
                 # nbformat.v4.writes, not nbformat.writes: the latter validates the notebook against its
                 # schema only to log what it finds; the kit's tests validate this notebook.
                 _write(dest / f"{assignment}.ipynb", nbformat.v4.writes(nb) + "\n", sync)

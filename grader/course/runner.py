@@ -31,9 +31,11 @@ Trust first:
   (or a regrade) reuses that measurement (grader/performance/record.py; `--retime` measures again).
 - Every folder under submitted/ is accounted for in the closing summary.
 
-Nothing is lost: each finished submission is recorded (gradebook, autograded notebook, results.json
-written last, atomically) before the next result is taken, so `bertlab grade` can be killed at any
-moment (kill -9 included) and rerun.
+Nothing is lost: each finished submission is journaled (one line, synced to disk before its batch is
+written) before the next result is taken, and recorded behind the journal in batches (gradebook, autograded notebook, results.json
+written last, atomically; grader/course/journal.py). So `bertlab grade` can be killed at any moment,
+kill -9 included, and rerun: the rerun first records what the killed run journaled, then skips it as
+unchanged.
 
 Exit codes: 0 every submission graded (a student's own failures are grades); 1 some submissions not
 graded because of the grader; 2 a usage or course-layout error (nothing was changed).
@@ -265,8 +267,8 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
         max_points = prepared["max_points"]
         with nbcourse.keep_gradebook_open(course, db_url), \
                 journal.ResultWriter(course, assignment, db_url, on_adjustment=summary.adjustments.append) as writer:
-            with timing_gate.working():
-                for student in summary.unchanged:  # the gradebook re-synced with results.json (it may have been reset)
+            for student in summary.unchanged:  # the gradebook re-synced with results.json (it may have been reset)
+                with timing_gate.working():  # (one at a time: a worker's preflight may be timing)
                     writer.record(finished[student], on_failed=_resync_failed)
             for s in refused:  # e.g. a zip bomb: the student's own error, never the cohort's
                 result = nbcourse.error_result(s.student, assignment, s.error, max_points)
