@@ -34,6 +34,7 @@ from bertlab_grader.course.nbgrader_course import (
     init_course,
     keep_gradebook_open,
     list_submissions,
+    nbgrader_environment,
     load_results,
     read_submission_sources,
     record_result,
@@ -521,6 +522,20 @@ def test_cohort_export_and_feedback_split_over_processes(tmp_path):
     for i in (0, 13, 49):
         page = (feedback / students[i] / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
         assert f"Score: {float(i % 7):.1f} / {sum(MAX_POINTS.values()):.1f}" in page
+
+    # The same files as nbgrader's own command, one process for every student, in a copy of the course.
+    import shutil
+
+    plain = tmp_path / "plain"
+    shutil.copytree(course, plain, ignore=shutil.ignore_patterns("feedback", "grades.csv"))
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"], cwd=plain,
+                   check=True, capture_output=True, env=nbgrader_environment())
+    split_files = {p.relative_to(feedback): p.read_bytes() for p in sorted(feedback.rglob("*")) if p.is_file()}
+    plain_files = {p.relative_to(plain / "feedback"): p.read_bytes()
+                   for p in sorted((plain / "feedback").rglob("*")) if p.is_file()}
+    assert sorted(split_files) == sorted(plain_files), "the split feedback wrote other files than nbgrader's command"
+    differ = [str(name) for name in split_files if split_files[name] != plain_files[name]]
+    assert not differ, f"feedback differs from nbgrader's own command's: {differ[:5]}"
 
 
 def test_results_schema_accepts_what_the_kit_writes_and_rejects_the_rest(tmp_path):
