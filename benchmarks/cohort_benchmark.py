@@ -30,8 +30,12 @@ once"), not what a class costs.
   work, the performance task, hints and pytest's own run, per submission. Compare "total" with the
   floor per submission, one core.
 
-Prints seconds per submission, the ratio to plain nbgrader, the floor and the ratio to it, the phases
-and the stages, and with --every-copy the time of grading each copy on its own.
+**The projection** for 10,000 submissions on 16, 64 and 256 worker cores (``projection``), from this
+run's start-up, grading cost per submission and core, export and feedback per student, and the single
+writer's rate measured here on SQLite and PostgreSQL (``--records``).
+
+Prints seconds per submission, the ratio to plain nbgrader, the floor and the ratio to it, the phases,
+the stages and the projection, and with --every-copy the time of grading each copy on its own.
 """
 
 from __future__ import annotations
@@ -243,41 +247,49 @@ def run_bertlab(cohort: dict, workers: int, workdir: Path, every_copy: bool = Fa
 
 @contextlib.contextmanager
 def _phase_marks(nbcourse):
-    """While open, the main process's recordings and its export-and-feedback are timed (the grader's
-    own functions wrapped in this process; nothing of the grader changes): {"records": [(start, end)],
-    "export_feedback": [(start, end)]}, monotonic seconds."""
-    marks: dict[str, list] = {"records": [], "export_feedback": []}
-    originals = {}
+    """While open, the main process's recording and its export-and-feedback are timed (the grader's
+    own functions wrapped in this process; nothing of the grader changes): {"records": [(start, end)]
+    of each result handed to the run's writer, "writes": [(start, end)] of everything the writer did
+    (journal lines, gradebook batches), "export_feedback": [(start, end)]}, monotonic seconds."""
+    from bertlab_grader.course import journal
 
-    def timed(name: str, key: str):
-        original = originals[name] = getattr(nbcourse, name)
+    marks: dict[str, list] = {"records": [], "writes": [], "export_feedback": []}
+    originals = []
+
+    def timed(owner, name: str, *keys: str):
+        original = getattr(owner, name)
+        originals.append((owner, name, original))
 
         def wrapper(*args, **kwargs):
             begun = time.monotonic()
             try:
                 return original(*args, **kwargs)
             finally:
-                marks[key].append((begun, time.monotonic()))
-        setattr(nbcourse, name, wrapper)
+                for key in keys:
+                    marks[key].append((begun, time.monotonic()))
+        setattr(owner, name, wrapper)
 
-    timed("record_result", "records")
-    timed("export_and_feedback", "export_feedback")
+    timed(journal.ResultWriter, "record", "records", "writes")
+    timed(journal.ResultWriter, "flush", "writes")
+    timed(journal.ResultWriter, "close", "writes")
+    timed(nbcourse, "export_and_feedback", "export_feedback")
     try:
         yield marks
     finally:
-        for name, original in originals.items():
-            setattr(nbcourse, name, original)
+        for owner, name, original in reversed(originals):
+            setattr(owner, name, original)
 
 
 def run_phases(marks: dict, start: float, elapsed: float) -> dict:
     """A `bertlab grade` run in phases (wall seconds): start-up (workers started, preflight, to the
-    first result recorded), grading (first to last result recorded), recording (the main process's
-    time in recording, within grading), export and feedback (nbgrader's, after the last result)."""
+    first result handed to the writer), grading (first to last result), recording (the main process's
+    time in its writer: journal lines and gradebook batches, the last batch included), export and
+    feedback (nbgrader's, after the last result)."""
     records, exports = marks["records"], marks["export_feedback"]
     first = records[0][0] if records else start + elapsed
     last = records[-1][1] if records else first
     return {"start_up_s": round(first - start, 2), "grading_s": round(last - first, 2),
-            "recording_s": round(sum(end - begun for begun, end in records), 2),
+            "recording_s": round(sum(end - begun for begun, end in marks["writes"]), 2),
             "export_feedback_s": round(sum(end - begun for begun, end in exports), 2),
             "results_recorded": len(records)}
 
@@ -335,6 +347,48 @@ def grader_stages(cohort: dict[str, dict[str, str]], every: int) -> dict:
     return {"submissions": graded, **{stage: round(seconds / max(graded, 1), 3) for stage, seconds in totals.items()}}
 
 
+def writer_rates(result: dict, records: int, workdir: Path) -> dict[str, float]:
+    """Results per second through the run's single writer (journaled, batched), ``records`` copies of
+    ``result`` under new student ids into a fresh course: on SQLite, and on a throwaway PostgreSQL
+    server where its binaries are installed (benchmarks/cluster_scale.py's measure)."""
+    from cluster_scale import recording_rate  # benchmarks/cluster_scale.py
+
+    rates = {"sqlite": round(recording_rate(result, records, None, workdir), 1)}
+    sys.path.insert(0, str(KIT_ROOT / "tests"))
+    from postgres_server import PostgresMissing, throwaway_postgres  # tests/postgres_server.py
+
+    try:
+        with throwaway_postgres(port=5497) as url:
+            rates["postgresql"] = round(recording_rate(result, records, url, workdir), 1)
+    except PostgresMissing as exc:
+        print(f"PostgreSQL not measured: {exc}", file=sys.stderr)
+    return rates
+
+
+def projection(phases: dict, n: int, workers: int, writer: dict[str, float]) -> dict:
+    """10,000 submissions on 16, 64 and 256 worker cores, from this run's measured figures:
+
+      start-up (workers warm up and preflight in parallel: the same on any number of cores)
+    + 10,000 x the grading cost per submission and core / cores, but never faster than the single
+      writer records them (its slower database)
+    + export and feedback on the main host: this run's cost per student x 10,000.
+
+    The cost per submission and core is this run's grading wall time x its workers / its submissions:
+    on hosts of as many worker cores as this one (a timing stops the other workers of its host, so a
+    host with more cores idles more per timing). Dask's own overhead per submission (a few ms:
+    benchmarks/cluster_scale.py) is not in it."""
+    per_core = phases["grading_s"] * workers / max(n, 1)
+    per_record = 1 / min(writer.values())
+    export_per = phases["export_feedback_s"] / max(n, 1)
+    figures = {"inputs": {"start_up_s": phases["start_up_s"], "grading_s_per_submission_per_core": round(per_core, 3),
+                          "writer_s_per_result": round(per_record, 5),
+                          "export_feedback_s_per_student": round(export_per, 4)}}
+    for cores in (16, 64, 256):
+        grading = max(10000 * per_core / cores, 10000 * per_record)
+        figures[f"{cores}_cores_s"] = round(phases["start_up_s"] + grading + 10000 * export_per, 1)
+    return figures
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cohort", choices=("distinct", "copies"), default="distinct",
@@ -346,6 +400,9 @@ def main(argv=None) -> int:
     parser.add_argument("--no-floor", action="store_true", help="do not measure the cohort's compute floor")
     parser.add_argument("--stages", type=int, default=4, metavar="K",
                         help="split the real grader by stage on every K-th submission, one warm sandbox (0: no split)")
+    parser.add_argument("--records", type=int, default=2000, metavar="N",
+                        help="results recorded to measure the single writer on SQLite and PostgreSQL, for the "
+                             "10,000-submission projection (0: no projection)")
     parser.add_argument("--keep", action="store_true", help="keep the course folders")
     parser.add_argument("--every-copy", action="store_true",
                         help="also grade the cohort with every copy graded on its own (bertlab grade grades "
@@ -371,6 +428,7 @@ def main(argv=None) -> int:
         theirs, their_scores = run_baseline(baseline_cohort, max_points_by_task(), workdir)
         floor = None if args.no_floor else compute_floor(cohort, hostile, workdir)
         stages = grader_stages(cohort, args.stages) if args.stages else None
+        writer = writer_rates(next(iter(results.values())), args.records, workdir) if args.records else None
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -391,6 +449,9 @@ def main(argv=None) -> int:
             sum(results[s]["score"] == results[s]["max_score"] for s in copies), len(copies)),
     }
     report["bertlab_run_phases"] = phases
+    if writer:
+        report["writer_results_per_s"] = writer
+        report["projected_10000_submissions"] = projection(phases, n, args.workers, writer)
     if stages is not None:
         report["grader_stages_per_submission_one_core"] = stages
     if floor is not None:
