@@ -144,3 +144,16 @@ def test_the_reference_digests_are_those_of_its_files():
     digests = lesson.source_digests(impl)
     assert digests["pooling"] == hashlib.sha256(Path(impl.pooling.__file__).read_bytes()).hexdigest()
     assert len(set(digests.values())) == len(digests)  # four different files
+
+
+def test_a_helper_module_beside_the_task_files_is_part_of_every_key(folder):
+    # A student's pooling.py may import a helper of their own: an edit there computes again too.
+    (folder / "helpers.py").write_text("SCALE = 1\n", encoding="utf-8")
+    lesson.load_lesson_implementation(str(folder))
+    calls: list = []
+    _step(calls)
+    _step(calls)
+    _edit(folder / "helpers.py")
+    lesson.load_lesson_implementation(str(folder))
+    _step(calls)
+    assert len(calls) == 2

@@ -37,6 +37,8 @@ INSTRUCTOR_REQUIREMENTS = requirement_names((KIT_ROOT / "grader/requirements.txt
 # ---------------------------------------------------------------------------------------------
 
 def test_the_wheel_installs_only_the_two_packages(installed_kit):
+    from bertlab.finetune import shipped_finetune_path  # the notebook's fine-tuning figures ship too
+
     venv_bin, wheel = installed_kit
     names = installed_names(venv_bin)
     packages = {n for n in names if not n.endswith(".dist-info")}
@@ -58,7 +60,8 @@ def test_the_wheel_installs_only_the_two_packages(installed_kit):
                    "bertlab/public_tests/pytest.ini", "bertlab/public_tests/test_cka.py",
                    "bertlab/data/sts_b/sts-test.tsv", "bertlab/requirements.txt",
                    "bertlab/data/pretraining_heads/masked_lm.safetensors",
-                   "bertlab/data/pretraining_heads/next_sentence.json"):
+                   "bertlab/data/pretraining_heads/next_sentence.json",
+                   f"bertlab/data/lesson_figures/{shipped_finetune_path().name}"):
         assert needed in files, needed
     assert wheel_requires(wheel) == STUDENT_REQUIREMENTS | INSTRUCTOR_REQUIREMENTS
 

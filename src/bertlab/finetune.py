@@ -20,8 +20,8 @@ the kit's cache, so a second run of the notebook shows them without training aga
 model, the settings and the reviews, so any change trains afresh. The notebook's default run (MiniLM,
 the "cpu" preset) calls no student code, so its figures ship with the kit (``SHIPPED_DIR``, computed
 by tools/build_lesson_figures.py when the kit is built): a first run shows them at once, said as such,
-and ``retrain=True`` trains it on this machine. ``scratch_cached`` keeps the from-scratch run, which
-uses the student's pooling, keyed on that code (``bertlab.lesson.cached_step``).
+and ``retrain=True`` trains it on this machine. The from-scratch run calls the student's pooling
+function: the notebook keeps it with ``bertlab.lesson.cached_step``, keyed on that code.
 """
 
 from __future__ import annotations

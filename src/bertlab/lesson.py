@@ -72,12 +72,29 @@ def load_lesson_implementation(target: Optional[str] = None) -> Implementation:
     """Import the implementation the notebook should use (``target`` or ``$BERTLAB_IMPL``); its steps
     (``student_code``) start afresh, and the digest of each task's file is taken now (``cached_step``
     keys on the code this session runs, not on a file edited since)."""
-    global _current_target, _steps, _source_digests
+    global _current_target, _steps, _source_digests, _helper_digest
     _current_target = target or implementation_target()
     impl = load_implementation(_current_target)
     _steps = LessonSteps(impl)
     _source_digests = source_digests(impl)
+    _helper_digest = helper_digest(impl)
     return impl
+
+
+def helper_digest(impl: Implementation) -> str:
+    """sha256 of the other .py files beside the task files (a helper module a student's task file may
+    import): every kept step's key holds it, so an edit there computes again too."""
+    import hashlib
+
+    folders = {Path(path).parent for path in (getattr(task_module(impl, task), "__file__", None)
+                                              for task in EXERCISE_TASKS) if path}
+    task_files = {f"{exercise(task).module}.py" for task in EXERCISE_TASKS}
+    digest = hashlib.sha256()
+    for folder in sorted(folders):
+        for path in sorted(folder.glob("*.py")):
+            if path.name not in task_files:
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def source_digests(impl: Implementation) -> dict[str, Optional[str]]:
@@ -176,6 +193,7 @@ def task_file(task: str, target: Optional[str] = None) -> str:
 # ---------------------------------------------------------------------------------------------
 
 _source_digests: dict[str, Optional[str]] = {}
+_helper_digest = ""
 STEP_CACHE_FORMAT = 1  # bump when a kept step's result changes meaning
 
 
@@ -192,7 +210,7 @@ def cached_step(what: str, uses: Sequence[str], compute: Callable[[], dict], *, 
 
     The key holds the digest of exactly the task files the step runs (``uses``, e.g. ("siamese",
     "pooling") for SBERT, whose encoder pools with masked_mean_pool), as they were when the notebook
-    loaded them; the kit's version, torch's version and the digests of the kit modules the step runs
+    loaded them, and of any other .py file beside them (``helper_digest``); the kit's version, torch's version and the digests of the kit modules the step runs
     (``kit_modules``, e.g. ("finetune", "encoder")); ``settings`` (plain data: the preset, the data's
     digests). A rerun with the same files loads the result; an edit to one of them computes it again.
     A task without a file (see ``source_digests``) is never cached: the step just runs.
@@ -213,7 +231,7 @@ def cached_step(what: str, uses: Sequence[str], compute: Callable[[], dict], *, 
     import transformers
 
     key = {"step": what, "format": STEP_CACHE_FORMAT, "kit": __version__, "torch": torch.__version__,
-           "transformers": transformers.__version__, "code": code,
+           "transformers": transformers.__version__, "code": code, "helpers": _helper_digest,
            "kit_code": {name: _kit_module_digest(name) for name in kit_modules}, "settings": settings or {}}
     files = " and ".join(task_file(task) for task in uses)
     return cached_json(what, key, compute, label=label, depends_on=f"this same {files}", retrain=retrain,
