@@ -268,7 +268,8 @@ def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: s
         def set_aside(outcomes: list) -> None:
             for entry, before, outcome in zip(entries, befores, outcomes):
                 if isinstance(outcome, Adjustment) and outcome.action == SET_ASIDE:
-                    remember_set_aside(course_dir, assignment, outcome, before, entry["result"].get("submission_digest"))
+                    now = entry["result"].get("submission_digest")
+                    remember_set_aside(course_dir, assignment, outcome, before, now)
 
         max_points, outcomes = _record_in_gradebook(url, assignment, entries, changed, set_aside)
         written: list = []

@@ -17,7 +17,8 @@ Layout (nbgrader's, plus two bertlab files)::
     COURSE/feedback/<student>/<a>/<a>.html       written by ``nbgrader generate_feedback``
     COURSE/.bertlab/                             staging for extracted zips, the gradebook lock
 
-Public API: :func:`init_course`, :func:`record_result` (:func:`record_results` for many at once), :func:`write_results_json`, :func:`load_results`,
+Public API: :func:`init_course`, :func:`record_result` (:func:`prepare_record` and :func:`record_results`:
+many at once, grader/course/journal.py), :func:`write_results_json`, :func:`load_results`,
 :func:`list_submissions`, :func:`read_submission_sources`, :func:`export_grades`,
 :func:`generate_feedback`, :func:`error_result`, :func:`course_max_points`, :func:`course_db_url`.
 """

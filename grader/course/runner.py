@@ -32,10 +32,10 @@ Trust first:
 - Every folder under submitted/ is accounted for in the closing summary.
 
 Nothing is lost: each finished submission is journaled (one line, synced to disk before its batch is
-written) before the next result is taken, and recorded behind the journal in batches (gradebook, autograded notebook, results.json
-written last, atomically; grader/course/journal.py). So `bertlab grade` can be killed at any moment,
-kill -9 included, and rerun: the rerun first records what the killed run journaled, then skips it as
-unchanged.
+written) before the next result is taken, and recorded behind the journal in batches (gradebook,
+autograded notebook, results.json written last, atomically; grader/course/journal.py). So `bertlab
+grade` can be killed at any moment, kill -9 included, and rerun: the rerun first records what the
+killed run journaled, then skips it as unchanged.
 
 Exit codes: 0 every submission graded (a student's own failures are grades); 1 some submissions not
 graded because of the grader; 2 a usage or course-layout error (nothing was changed).
