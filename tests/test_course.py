@@ -538,6 +538,30 @@ def test_cohort_export_and_feedback_split_over_processes(tmp_path):
     assert not differ, f"feedback differs from nbgrader's own command's: {differ[:5]}"
 
 
+def test_nbgrader_main_takes_an_argument_longer_than_a_command_line_allows(tmp_path):
+    """The feedback of a large class is split by the students each process leaves out: for 10,000
+    students that list outgrows the 128 KiB Linux allows one argument, so it goes through a file
+    (grader/course/nbgrader_main.py, --bertlab-args-file)."""
+    from bertlab_grader.course.gradebook import NBGRADER
+    from bertlab_grader.course.nbgrader_main import ARGS_FILE
+
+    course = tmp_path / "course"
+    (course / "submitted").mkdir(parents=True)
+    init_course(course, ASSIGNMENT, max_points=MAX_POINTS)
+    record_result(course, error_result("ann", ASSIGNMENT, "set-up", MAX_POINTS))
+    others = ",".join(f"student-{i:06d}" for i in range(10000))
+    long_argument = f"--CourseDirectory.student_id_exclude={others}"
+    assert len(long_argument) > 128 * 1024
+    with pytest.raises(OSError, match="too long"):
+        subprocess.run(["true", long_argument])
+    listed = tmp_path / "args.json"
+    listed.write_text(json.dumps(["export", f"--to={course / 'grades.csv'}", long_argument]))
+    proc = subprocess.run([*NBGRADER, f"{ARGS_FILE}{listed}"], cwd=course, capture_output=True, text=True,
+                          env=nbgrader_environment(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ann" in (course / "grades.csv").read_text()
+
+
 def test_results_schema_accepts_what_the_kit_writes_and_rejects_the_rest(tmp_path):
     """results.schema.json is the published format: every results.json goes through it when written."""
     from bertlab_grader.course.nbgrader_course import RESULTS_SCHEMA, check_results_schema

@@ -7,6 +7,11 @@ which no notebook, gradebook or feedback of the kit uses. Building that module's
 a second per process (measured: ``nbgrader export`` 2.2 s, 1.0 s without it), and every grading run
 starts several nbgrader processes (the export and the feedback, gradebook.py). Marking the module
 absent makes jsonschema skip those two formats, as it does where the module is not installed.
+
+``--bertlab-args-file=PATH`` (first) adds the arguments listed in PATH (a JSON list of strings) after
+the others. The feedback of a large class is split over processes by the students each one leaves
+out (gradebook.py, ``export_and_feedback``), and that list, as one command-line argument, outgrows
+the 128 KiB Linux allows an argument (10,000 students of 14-character ids: 137 KB per process).
 """
 
 from __future__ import annotations
@@ -22,7 +27,25 @@ def skip_iri_formats() -> None:
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  (None: "not installed")
 
 
+ARGS_FILE = "--bertlab-args-file="
+
+
+def expand_args_file(argv: list[str]) -> list[str]:
+    """``argv`` without a leading ``--bertlab-args-file=PATH``, and the arguments PATH lists after the
+    rest (nbgrader's subcommand must come first)."""
+    import json
+
+    if len(argv) > 1 and argv[1].startswith(ARGS_FILE):
+        with open(argv[1][len(ARGS_FILE):], encoding="utf-8") as handle:
+            extra = json.load(handle)
+        if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
+            raise SystemExit(f"{argv[1]}: expected a JSON list of strings")
+        return [argv[0], *argv[2:], *extra]
+    return argv
+
+
 if __name__ == "__main__":
     skip_iri_formats()
+    sys.argv = expand_args_file(sys.argv)
     sys.argv[0] = "nbgrader"
     runpy.run_module("nbgrader", run_name="__main__", alter_sys=True)
