@@ -96,3 +96,41 @@ def test_without_a_digest_to_compare_nothing_is_set_aside_on_a_guess(course):
     record_result(course, _result("cy", DIGEST_B), on_adjustment=heard.append)
     assert _grades(course, "cy")["pooling"][1] == 4.0
     assert [a.action for a in heard] == [KEPT]
+
+
+def test_a_batch_sets_aside_and_keeps_each_students_adjustment_and_a_replay_loses_none(course, monkeypatch):
+    """The run's writer records in batches (grader/course/journal.py): in one batch, the rule holds for
+    each student, and the set-aside adjustments are written before the gradebook commits, so a run
+    killed after the commit (before results.json) loses none of them; the replay adds no second entry."""
+    from bertlab_grader.course import gradebook, journal
+
+    for student in ("ann", "bo"):
+        record_result(course, _result(student, DIGEST_A))
+        _adjust(course, student, manual=5.0)
+    heard = []
+    real_write = gradebook._write
+
+    def killed_before_results_json(path, text, sync):  # the commit done, then the run dies
+        if path.name == "results.json":
+            raise KeyboardInterrupt
+        real_write(path, text, sync)
+
+    monkeypatch.setattr(gradebook, "_write", killed_before_results_json)
+    writer = journal.ResultWriter(course, ASSIGNMENT, on_adjustment=heard.append)
+    writer.record(_result("ann", DIGEST_A, pooling=2.0))   # --regrade, the same files
+    writer.record(_result("bo", DIGEST_B, pooling=1.0))    # handed in again
+    with pytest.raises(KeyboardInterrupt):
+        writer.close()
+    assert _grades(course, "ann")["pooling"] == (2.0, 5.0, None, True, 5.0), "kept, flagged for review"
+    assert _grades(course, "bo")["pooling"] == (1.0, None, None, False, 1.0), "set aside"
+    kept = json.loads(set_aside_path(course, ASSIGNMENT).read_text())
+    assert [(k["student"], k["files_then"], k["files_now"]) for k in kept] == [("bo", DIGEST_A, DIGEST_B)]
+    assert len(journal.journal_paths(course, ASSIGNMENT)) == 1, "the interrupted batch stays journaled"
+
+    monkeypatch.undo()
+    assert sorted(journal.replay(course, ASSIGNMENT, on_adjustment=heard.append)) == ["ann", "bo"]
+    assert _grades(course, "ann")["pooling"] == (2.0, 5.0, None, True, 5.0)
+    assert _grades(course, "bo")["pooling"] == (1.0, None, None, False, 1.0)
+    assert len(json.loads(set_aside_path(course, ASSIGNMENT).read_text())) == 1, "set aside once"
+    assert json.loads((course / "autograded" / "bo" / ASSIGNMENT / "results.json").read_text())[
+        "submission_digest"] == DIGEST_B
