@@ -260,7 +260,11 @@ def replay(course: Path, assignment: str, db_url: str | None = None,
                                 entry["result"]["student"], outcome)
                 else:
                     recorded.append(entry["result"]["student"])
-            sync_files(course)
+            try:
+                sync_files(course)
+            except OSError as exc:  # the files may not be on disk yet: keep the journals, the next run checks again
+                log.warning("the course's files could not be synced (%s); the journals stay until they are", exc)
+                return recorded
         for path, _ in orphans:
             path.unlink(missing_ok=True)
         return recorded
