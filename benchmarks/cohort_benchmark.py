@@ -304,22 +304,11 @@ def grader_stages(cohort: dict[str, dict[str, str]], every: int) -> dict:
     from bertlab_grader.core.locations import KIT_ROOT as INSTALLED_KIT
     from bertlab_grader.grading import scoring
     from bertlab_grader.sandbox import Sandbox
-    from bertlab_grader.sandbox import session as session_module
 
     torch.set_num_threads(1)  # as a grader worker
-    watch, by_task = gf.Stopwatch(), defaultdict(float)
-    watch.wrap(session_module.Session, "_spawn", "session start")
-    watch.wrap(session_module.Session, "_await_ready", "session start")
-    watch.wrap(session_module.Session, "_exchange",
-               lambda: ("calls in hints" if watch._depth["_attach_hints"] else
-                        "calls in performance" if gf.RUNNING["task"] == "performance" else "calls"))
-    watch.wrap(scoring, "_attach_hints", "hints")
-    original = scoring._Recorder
-    scoring._Recorder = gf._durations_recorder(scoring, by_task)
-    sandbox = Sandbox(kit_root=INSTALLED_KIT)
     totals: dict[str, float] = defaultdict(float)
     graded = 0
-    try:
+    with gf.watched_grader() as (watch, by_task), contextlib.closing(Sandbox(kit_root=INSTALLED_KIT)) as sandbox:
         scoring.warm_up()
         scoring.grade_sources(sandbox, reference_sources(), "rehearsal", ASSIGNMENT)  # not counted
         for student in list(cohort)[::every]:
@@ -341,9 +330,6 @@ def grader_stages(cohort: dict[str, dict[str, str]], every: int) -> dict:
             totals["pytest's own run"] += max(total - tests - watch.seconds["hints"] - watch.seconds["session start"], 0.0)
             totals["total"] += total
             graded += 1
-    finally:
-        scoring._Recorder = original
-        sandbox.close()
     return {"submissions": graded, **{stage: round(seconds / max(graded, 1), 3) for stage, seconds in totals.items()}}
 
 

@@ -123,12 +123,12 @@ def floor(repeats: int) -> dict:
     return {"total_s": total, "tests_s": in_tests, "pytest_s": total - in_tests}
 
 
-def real(repeats: int, files: dict, student: str, course: Path) -> dict:
-    """One submission through the real grader, stage by stage (medians over ``repeats``)."""
-    from bertlab_grader.core.locations import KIT_ROOT as INSTALLED_KIT
-    from bertlab_grader.course import nbgrader_course as nbcourse
+@contextlib.contextmanager
+def watched_grader():
+    """(stopwatch, seconds by task) over the real grader's own functions, wrapped in this process:
+    session starts, calls over the wire (in hints, in the performance task, elsewhere) and hints by
+    stage; each hidden test's duration by task. Used here and by cohort_benchmark.py's stage split."""
     from bertlab_grader.grading import scoring
-    from bertlab_grader.sandbox import Sandbox
     from bertlab_grader.sandbox import session as session_module
 
     watch = Stopwatch()
@@ -141,9 +141,21 @@ def real(repeats: int, files: dict, student: str, course: Path) -> dict:
     watch.wrap(scoring, "_attach_hints", "hints")
     original = scoring._Recorder
     scoring._Recorder = _durations_recorder(scoring, by_task)
-    sandbox = Sandbox(kit_root=INSTALLED_KIT)
-    rows = []
     try:
+        yield watch, by_task
+    finally:
+        scoring._Recorder = original
+
+
+def real(repeats: int, files: dict, student: str, course: Path) -> dict:
+    """One submission through the real grader, stage by stage (medians over ``repeats``)."""
+    from bertlab_grader.core.locations import KIT_ROOT as INSTALLED_KIT
+    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.grading import scoring
+    from bertlab_grader.sandbox import Sandbox
+
+    rows = []
+    with watched_grader() as (watch, by_task), contextlib.closing(Sandbox(kit_root=INSTALLED_KIT)) as sandbox:
         scoring.warm_up()
         with nbcourse.keep_gradebook_open(course, None):
             for i in range(repeats + 1):
@@ -169,9 +181,6 @@ def real(repeats: int, files: dict, student: str, course: Path) -> dict:
                     "calls_n": watch.calls["calls"],
                     "score": result["score"],
                 })
-    finally:
-        scoring._Recorder = original
-        sandbox.close()
     return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
 
 
