@@ -12,7 +12,7 @@ In one run, on this machine:
    the grades of the three, compared submission by submission;
 2. the main process's recording throughput: ``--records`` results of the real shape (one results.json
    of the cohort, under new student ids) recorded into a fresh gradebook, as the runner records them
-   (the run's writer, grader/course/journal.py: each result journaled and synced, the gradebook and
+   (the run's writer, grader/bertlab_grader/course/journal.py: each result journaled and synced, the gradebook and
    the files written in batches, one filesystem sync at the end, all of it timed), on SQLite and on
    PostgreSQL (goal: 200 per second). ``--only-recording`` measures only this, with the demo's
    result for dave (47 tests, 40 failing with messages, 37 hints) unless a results.json is named;

@@ -5,9 +5,9 @@ task alone RUNS times, each run in a fresh sandboxed process.
     python benchmarks/performance_bands.py [RUNS] [NAME-SUBSTRING]
 
 Prints one line per run: the points and the measured time ratio to the reference for each function.
-The bands (grader/performance/timing.py) should come out the same every run, except for code whose
+The bands (grader/bertlab_grader/performance/timing.py) should come out the same every run, except for code whose
 true ratio lies within about 15% of a band edge (2x, 20x): a cohort run then keeps its first measurement
-(grader/performance/record.py); this script keeps none.
+(grader/bertlab_grader/performance/record.py); this script keeps none.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ one cohort and across runs, with the grader's workers busy.
 The first run builds a course holding COPIES copies of every probe submission and grades it with
 `bertlab grade` (sandboxed, WORKERS parallel graders); each later run grades the same course again, as
 `bertlab grade --regrade-all` does. As `bertlab grade` does, the copies of a submission share one
-speed measurement (grader/performance/record.py). With --no-record the grader keeps no record: every
+speed measurement (grader/bertlab_grader/performance/record.py). With --no-record the grader keeps no record: every
 grading of every copy measures its speed afresh (and each run starts from a fresh course), which shows
 the spread of the measurement itself. The probe submissions: the reference, the two
 correct-but-slower variants of the bank (var_pool_loop, var_ret_loop: the half band), and the

@@ -1,4 +1,4 @@
-"""Timing of `bertlab similar` (grader/reporting/similarity.py) on synthetic cohorts. Prints figures;
+"""Timing of `bertlab similar` (grader/bertlab_grader/reporting/similarity.py) on synthetic cohorts. Prints figures;
 asserts nothing.
 
     python benchmarks/similarity_timing.py [--students 100 2000 ...] [--seed 0] [--identical] [--check]

@@ -1,5 +1,5 @@
 """An instructor's manual score and extra credit: kept when the same files are graded again, set aside
-(and remembered, and named) when the student handed in changed files (grader/course/adjustments.py)."""
+(and remembered, and named) when the student handed in changed files (grader/bertlab_grader/course/adjustments.py)."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_without_a_digest_to_compare_nothing_is_set_aside_on_a_guess(course):
 
 
 def test_a_batch_sets_aside_and_keeps_each_students_adjustment_and_a_replay_loses_none(course, monkeypatch):
-    """The run's writer records in batches (grader/course/journal.py): in one batch, the rule holds for
+    """The run's writer records in batches (grader/bertlab_grader/course/journal.py): in one batch, the rule holds for
     each student, and the set-aside adjustments are written before the gradebook commits, so a run
     killed after the commit (before results.json) loses none of them; the replay adds no second entry."""
     from bertlab_grader.course import gradebook, journal

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
@@ -20,14 +21,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Folder of the checkout -> the package it installs as (pyproject.toml's package-dir, most specific first).
-FOLDERS = {
-    "tests/public": "bertlab.public_tests",
-    "tests/hidden": "bertlab_grader.hidden",
-    "solutions": "bertlab_grader.solutions",
-    "grader": "bertlab_grader",
-    "src/bertlab": "bertlab",
-}
+#: pyproject.toml's package-dir: package -> folder of the checkout ("" is the root of src/'s packages).
+PACKAGE_DIR_MAP: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+    "tool"]["setuptools"]["package-dir"]
+#: The two package roots: each package lies at its own name under them (bertlab_grader.x.y is
+#: grader/bertlab_grader/x/y.py), so these two entries map a name onto the same name.
+PACKAGE_ROOTS = {"bertlab": "src/bertlab", "bertlab_grader": "grader/bertlab_grader"}
+#: The mapped folders: the only packages whose import name is not their path, listed on the page too.
+MAPPED_FOLDERS = {package: folder for package, folder in PACKAGE_DIR_MAP.items()
+                  if package and package not in PACKAGE_ROOTS}
+#: Folder of the checkout -> the package it installs as, most specific first (docs/, shipped as pages
+#: with no __init__.py, holds no module of the kit).
+FOLDERS = {folder: package for package, folder in sorted(
+    {**MAPPED_FOLDERS, **PACKAGE_ROOTS}.items(), key=lambda item: -len(item[1]))
+    if (ROOT / folder / "__init__.py").is_file()}
 
 #: The rooms, lowest first. A module may import from its own room and from rooms below it, never above.
 ROOMS = [
@@ -179,6 +186,44 @@ def test_the_sandboxed_server_imports_nothing_of_the_grader():
         assert not outside, f"{module} imports {sorted(outside)}: inside the sandbox they do not exist"
 
 
+def test_each_package_root_holds_its_package_under_its_own_name():
+    """``bertlab_grader.course.runner`` is ``grader/bertlab_grader/course/runner.py``: a reader (or a tool)
+    who follows an import finds the file at the path the import names."""
+    assert PACKAGE_DIR_MAP[""] == "src" and (ROOT / "src" / "bertlab" / "__init__.py").is_file()
+    assert PACKAGE_DIR_MAP["bertlab_grader"] == "grader/bertlab_grader"
+    for module, path in kit_modules().items():
+        if any(module == p or module.startswith(p + ".") for p in MAPPED_FOLDERS):
+            continue
+        root = "src" if module.split(".")[0] == "bertlab" else "grader"
+        expected = ROOT / root / (module.replace(".", "/") + ("/__init__.py" if path.name == "__init__.py" else ".py"))
+        assert path == expected, f"{module} is in {path.relative_to(ROOT)}, not at its name ({expected.relative_to(ROOT)})"
+
+
+def test_the_import_system_finds_every_module_at_its_path_in_the_checkout():
+    """What the editable install's import system says, module by module: the file this test read."""
+    import importlib.util
+
+    from bertlab_grader.core.locations import CHECKOUT
+
+    if CHECKOUT is None or CHECKOUT.resolve() != ROOT:
+        pytest.skip("the kit is installed from elsewhere (not editable from this checkout)")
+    for module, path in kit_modules().items():
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin, module
+        assert Path(spec.origin).resolve() == path.resolve(), f"{module}: {spec.origin}, expected {path}"
+
+
+def test_the_mapped_folders_are_the_ones_the_page_lists():
+    """pyproject.toml's package-dir is the one list of the folders whose import name is not their path;
+    docs/architecture.md lists the same, and nothing else is mapped."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("### Import names and paths", 1)[1].split("\n#", 1)[0]
+    listed = dict(re.findall(r"^\| `([\w/]+)/` \| `([\w.]+)` \|", section, re.M))
+    assert listed == {folder: package for package, folder in MAPPED_FOLDERS.items()}, listed
+    assert set(MAPPED_FOLDERS) == {"bertlab.public_tests", "bertlab_grader.solutions", "bertlab_grader.hidden",
+                                   "bertlab_grader.kit_docs"}, "a new mapped folder needs a reason on the page"
+
+
 def test_pyproject_installs_every_package_of_the_checkout():
     """A folder with an __init__.py that pyproject.toml does not list would be missing from the wheel
     (setuptools installs exactly the packages named there)."""
@@ -213,7 +258,7 @@ _NAMED_PATH = re.compile(r"`([A-Za-z_.<][\w./<>-]*(?:\.(?:py|md|json|toml|txt|ip
 
 
 def _named_path_exists(named: str, files: list[str]) -> bool:
-    """``named`` as the page writes it: from the checkout's root (``grader/course/runner.py``), as an
+    """``named`` as the page writes it: from the checkout's root (``grader/bertlab_grader/course/runner.py``), as an
     installed import path (``bertlab/fileio.py``: pyproject's package-dir), within a room
     (``gradescope/archive.py``) or a bare file name in its room's row (``pool.py``)."""
     candidates = [named]

@@ -1,4 +1,4 @@
-"""Grading on a Dask cluster (grader/cluster/, docs/cluster.md), with real processes over loopback.
+"""Grading on a Dask cluster (grader/bertlab_grader/cluster/, docs/cluster.md), with real processes over loopback.
 
 The module starts `dask scheduler --host 127.0.0.1` and two `dask worker` processes (each under its
 nanny, as an instructor would), grades courses there with `bertlab grade --scheduler`, and checks
@@ -169,7 +169,7 @@ async def _offer_test_resource(amount, dask_worker=None):
 
 @pytest.mark.slow
 def test_dask_does_not_wake_a_stranded_task_when_a_worker_gets_its_resource_so_the_dispatcher_resends_it(cli_cluster):
-    """Why grader/cluster/dispatch.py sends a stranded submission again: on real Dask, a task that needs
+    """Why grader/bertlab_grader/cluster/dispatch.py sends a stranded submission again: on real Dask, a task that needs
     a resource nobody holds waits in "no-worker", and a worker offering that resource later (as every
     warm grader does, and as the other worker did in CI after the only warm one was killed) does not
     start it. A new task under a new key does start."""

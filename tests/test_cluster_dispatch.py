@@ -1,4 +1,4 @@
-"""The cluster dispatcher's rules (grader/cluster/dispatch.py), against a stand-in for Dask's client.
+"""The cluster dispatcher's rules (grader/bertlab_grader/cluster/dispatch.py), against a stand-in for Dask's client.
 
 The real processes are in test_cluster.py. Here each rule gets a case of its own, in milliseconds: no
 more in flight than workers that can grade; a copy of files being timed waits and then carries that

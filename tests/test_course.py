@@ -541,7 +541,7 @@ def test_cohort_export_and_feedback_split_over_processes(tmp_path):
 def test_nbgrader_main_takes_an_argument_longer_than_a_command_line_allows(tmp_path):
     """The feedback of a large class is split by the students each process leaves out: for 10,000
     students that list outgrows the 128 KiB Linux allows one argument, so it goes through a file
-    (grader/course/nbgrader_main.py, --bertlab-args-file)."""
+    (grader/bertlab_grader/course/nbgrader_main.py, --bertlab-args-file)."""
     from bertlab_grader.course.gradebook import NBGRADER
     from bertlab_grader.course.nbgrader_main import ARGS_FILE
 

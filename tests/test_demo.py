@@ -102,7 +102,7 @@ def test_demo_results_match_the_published_schema(demo):
 
 def test_demo_identical_files_get_identical_speed_points(demo):
     """frank handed in alice's files (as a zip): one speed measurement, kept in the course, serves both
-    (grader/performance/record.py), so their performance points cannot differ by chance."""
+    (grader/bertlab_grader/performance/record.py), so their performance points cannot differ by chance."""
     alice, frank = (demo["results"][s] for s in ("alice", "frank"))
     speed = lambda result: [(t["name"], t["points"], t["ratio"]) for t in result["tests"]  # noqa: E731
                             if t["task"] == "performance"]

@@ -1,4 +1,4 @@
-"""The student's files in the graded notebook (grader/course/code_cells.py, feedback.build_graded_notebook,
+"""The student's files in the graded notebook (grader/bertlab_grader/course/code_cells.py, feedback.build_graded_notebook,
 submissions.submitted_sources), and the file and line a failed check names (bertlab.assertions.raised_where).
 
 Fast: notebooks are built in memory, no gradebook and no nbgrader command; formgrader's own page is

@@ -117,7 +117,7 @@ def test_student_text_never_names_a_path_or_kit_frame():
     from bertlab_grader.grading.scoring import error_message, scrub
 
     text = ('the sandbox said:\nTraceback (most recent call last):\n'
-            f'  File "{KIT_ROOT}/grader/sandbox/inside/server.py", line 813, in <module>\n    main()\n'
+            f'  File "{KIT_ROOT}/grader/bertlab_grader/sandbox/inside/server.py", line 813, in <module>\n    main()\n'
             '  File "cka.py", line 4, in linear_cka\n    raise ValueError("bad")\n'
             f'ValueError: bad shape, see {KIT_ROOT}/solutions/cka.py and /srv/x/y')
     clean = scrub(text)

@@ -1,4 +1,4 @@
-"""The single writer's journal (grader/course/journal.py): a result is durable once its journal line is
+"""The single writer's journal (grader/bertlab_grader/course/journal.py): a result is durable once its journal line is
 synced, the gradebook is written behind it in batches, and the next run replays what a killed writer
 journaled but did not write. The writer is killed for real (SIGKILL of a child process that records),
 at three places: between the journal's sync and the gradebook's commit, between the commit and the

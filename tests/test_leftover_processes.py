@@ -21,7 +21,7 @@ from bertlab.tasks import EXERCISE_FILES
 
 STUBS = {name: (Path(__file__).resolve().parents[1] / "exercises" / name).read_text()
          for name in EXERCISE_FILES}
-ERIN = Path(__file__).resolve().parents[1] / "grader" / "commands" / "demo_cohort" / "erin"
+ERIN = Path(__file__).resolve().parents[1] / "grader" / "bertlab_grader" / "commands" / "demo_cohort" / "erin"
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 

@@ -1,4 +1,4 @@
-"""The lesson notebook: generated from grader/authoring/notebook.py, committed without outputs, and executed
+"""The lesson notebook: generated from grader/bertlab_grader/authoring/notebook.py, committed without outputs, and executed
 top to bottom (nbclient, a real kernel, from the exercises folder as Jupyter would) with four states
 of the work: every task done (the reference), none (the untouched stubs), only pooling, and all but
 retrieval (the reference's files for the finished tasks, the stubs for the others).

@@ -29,7 +29,7 @@ from venvs import (KIT_ROOT, build_wheel, installed_names, make_venv, ok, pip_in
 
 pytestmark = pytest.mark.slow
 STUDENT_REQUIREMENTS = requirement_names((KIT_ROOT / "src/bertlab/requirements.txt").read_text().splitlines())
-INSTRUCTOR_REQUIREMENTS = requirement_names((KIT_ROOT / "grader/requirements.txt").read_text().splitlines())
+INSTRUCTOR_REQUIREMENTS = requirement_names((KIT_ROOT / "grader/bertlab_grader/requirements.txt").read_text().splitlines())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The performance task's protocol (grader/performance/timing.py) and its record of measurements
-(grader/performance/record.py), on a simulated clock: every "call" advances a fake perf_counter by
+"""The performance task's protocol (grader/bertlab_grader/performance/timing.py) and its record of measurements
+(grader/bertlab_grader/performance/record.py), on a simulated clock: every "call" advances a fake perf_counter by
 its cost times the machine's current slowness, so the tests are exact and never time anything real.
 """
 

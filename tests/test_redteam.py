@@ -151,7 +151,7 @@ def test_always_equal_objects_stay_handles(sb):
 
 
 def test_cannot_read_solutions_hidden_tests_or_the_graders_memory(sb):
-    grader, inside = KIT / "grader", Path("/tmp/.bertlab-kit/bertlab_sandbox")
+    grader, inside = KIT / "grader" / "bertlab_grader", Path("/tmp/.bertlab-kit/bertlab_sandbox")
     targets = [str(KIT / "solutions" / "*.py"), str(KIT / "tests" / "hidden" / "**" / "*.py"),
                str(KIT / "tests" / "**" / "*.py"), str(grader / "**" / "*.py"), str(inside / "*.py"),
                str(KIT / ".git" / "config"), "/root/**", "/home/*", "/etc/shadow"]
@@ -177,7 +177,7 @@ def test_cannot_write_outside_its_scratch_space(sb, tmp_path_factory):
     gradebook = Path(os.environ.get("HOME", "/root")) / f".bertlab-redteam-gradebook-{os.getpid()}.db"
     gradebook.write_text("alice,50\n")
     try:
-        targets = [str(gradebook), str(KIT / "grader" / "sandbox" / "inside" / "rpc.py"),
+        targets = [str(gradebook), str(KIT / "grader" / "bertlab_grader" / "sandbox" / "inside" / "rpc.py"),
                    "/tmp/.bertlab-kit/bertlab_sandbox/rpc.py",
                    str(KIT / "src" / "bertlab" / "__init__.py"),
                    "/var/tmp/redteam", "/etc/redteam", "/usr/lib/redteam", "/dev/shm/redteam"]

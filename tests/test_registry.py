@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Files written ABOUT particular tasks, which may name them: the lesson (its sections teach and plot
 # each task's results) and the demo cohort's hostile student (a submission, not kit code).
 WRITTEN_ABOUT_TASKS = {
-    "grader/authoring/lesson/Week_7_encoder.py",
+    "grader/bertlab_grader/authoring/lesson/Week_7_encoder.py",
     "src/bertlab/headline.py",
     "src/bertlab/lesson.py",
 }

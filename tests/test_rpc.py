@@ -1,4 +1,4 @@
-"""The wire format (grader/sandbox/inside/rpc.py) and the trusted-side proxies (grader/sandbox/remote.py), without a sandbox."""
+"""The wire format (grader/bertlab_grader/sandbox/inside/rpc.py) and the trusted-side proxies (grader/bertlab_grader/sandbox/remote.py), without a sandbox."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from bertlab_grader.sandbox.inside import rpc
 from bertlab_grader.sandbox.remote import Remote, StudentError, student_exception
 
-GRADER = Path(__file__).resolve().parents[1] / "grader"
+GRADER = Path(__file__).resolve().parents[1] / "grader" / "bertlab_grader"
 Hit = namedtuple("Hit", ["corpus_id", "score", "text"])
 
 

@@ -60,7 +60,7 @@ def test_grade_one_json(tmp_path):
 
 def test_grade_course(tmp_path):
     """Killed with SIGKILL mid-run, then rerun: every student graded exactly once, none lost. A result
-    counts as recorded once its line is in the run's journal (grader/course/journal.py): the rerun
+    counts as recorded once its line is in the run's journal (grader/bertlab_grader/course/journal.py): the rerun
     records what the killed run journaled, and skips those students as unchanged."""
     course = tmp_path / "course"
     students = ["s1", "s2", "s3"]

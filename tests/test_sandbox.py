@@ -217,7 +217,7 @@ def test_student_exceptions_missing_and_broken_modules(sb):
         with pytest.raises(KeyError) as info:
             impl.cka.linear_cka(1, 2)
         assert 'cka.py", line 2, in linear_cka' in str(info.value)
-        kit_frames = [f'"{p.name}"' for p in (KIT / "grader" / "sandbox" / "inside").glob("*.py")]
+        kit_frames = [f'"{p.name}"' for p in (KIT / "grader" / "bertlab_grader" / "sandbox" / "inside").glob("*.py")]
         assert not any(frame in str(info.value) for frame in kit_frames), str(info.value)  # only the student's
         with pytest.raises(ValueError) as info:
             impl.pooling.masked_mean_pool(1, 2)
@@ -316,7 +316,7 @@ def test_a_call_that_timed_out_is_not_made_again_with_inputs_of_the_same_kind(sb
 
 @contextlib.contextmanager
 def _a_timer_waits_once(after_s: float, for_s: float):
-    """The quiet room's hooks (grader/performance/gate.py installs them in a grader worker): a timer
+    """The quiet room's hooks (grader/bertlab_grader/performance/gate.py installs them in a grader worker): a timer
     waits ``after_s`` seconds into the block, and is done ``for_s`` seconds after the worker gave way."""
     from bertlab_grader.sandbox import give_way as hooks
 
@@ -425,12 +425,13 @@ def isolated(sb):
 
 def test_hidden_paths_are_not_visible(isolated, course):
     """Of the kit, student code sees the student package and the one folder of sandboxed server code
-    (grader/sandbox/inside/, mounted alone as bertlab_sandbox): no solutions, no hidden suites, no
+    (grader/bertlab_grader/sandbox/inside/, mounted alone as bertlab_sandbox): no solutions, no hidden suites, no
     trusted grader code, under any name."""
-    grader, inside = KIT / "grader", Path("/tmp/.bertlab-kit")
+    grader, inside = KIT / "grader" / "bertlab_grader", Path("/tmp/.bertlab-kit")
     paths = [str(course.root / "gradebook.db"), str(course.root / "submitted"), str(course.loose),
              str(KIT / "solutions"), str(KIT / "tests" / "hidden"), str(KIT / "solutions" / "cka.py"),
-             str(KIT / "tests"), str(grader), str(KIT / "src"), str(KIT), str(inside), str(inside / "bertlab_sandbox"),
+             str(KIT / "tests"), str(grader), str(grader.parent), str(KIT / "src"), str(KIT), str(inside),
+             str(inside / "bertlab_sandbox"),
              "/root", "/etc/shadow"]
     with isolated.session({"cka.py": SNOOP}) as impl:
         seen = impl.cka.probe(paths)
@@ -444,7 +445,7 @@ def test_hidden_paths_are_not_visible(isolated, course):
         == "ModuleNotFoundError"
     assert imported["bertlab.models"].endswith("bertlab/models.py")
     assert imported["bertlab_sandbox.server"].endswith("bertlab_sandbox/server.py")
-    for hidden in ("solutions", "tests/hidden", "solutions/cka.py", "tests", "grader"):
+    for hidden in ("solutions", "tests/hidden", "solutions/cka.py", "tests", "grader", "grader/bertlab_grader"):
         assert seen[str(KIT / hidden)] == "FileNotFoundError", hidden
     assert seen[str(KIT)] == ["src"]
     assert seen[str(KIT / "src")] == ["bertlab"]
@@ -505,7 +506,7 @@ def test_installed_copies_of_secret_packages_are_hidden(monkeypatch, where):
     assert ("--tmpfs", str(installed)) in mounts
     hidden_by = [b for a, b in mounts if a == "--tmpfs" and (Path(b) == KIT or Path(b) in KIT.parents)]
     assert hidden_by, "the kit must lie under a tmpfs (its own, or /tmp's when it lives under /tmp)"
-    inside = KIT / "grader" / "sandbox" / "inside"
+    inside = KIT / "grader" / "bertlab_grader" / "sandbox" / "inside"
     assert ("--ro-bind", str(inside)) in mounts  # the server's folder, the one folder of the grader shown
     assert not any(a == "--ro-bind" and any(b.startswith(str(KIT / d)) for d in ("solutions", "tests", "grader"))
                    and b != str(inside) for a, b in mounts)

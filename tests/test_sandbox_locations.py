@@ -149,10 +149,10 @@ def test_the_sandbox_grades_and_isolates_wherever_things_live(layout, tmp_path):
     kit, submission, course = layout["kit"], layout["submission"], layout["course"]
     installed = layout["venv"] == "installed"
     # The instructor package's folders: the copy's, or the installed package's in site-packages.
-    grader = kit / "bertlab_grader" if installed else kit / "grader"
+    grader = kit / "bertlab_grader" if installed else kit / "grader" / "bertlab_grader"
     solutions = grader / "solutions" if installed else kit / "solutions"
     hidden = grader / "hidden" if installed else kit / "tests" / "hidden"
-    inside = Path("/tmp/.bertlab-kit/bertlab_sandbox")  # where the sandbox shows grader/sandbox/inside/
+    inside = Path("/tmp/.bertlab-kit/bertlab_sandbox")  # where the sandbox shows grader/bertlab_grader/sandbox/inside/
     looked_at = [str(course), str(course / "gradebook.db"), str(submission), str(grader), str(solutions),
                  str(hidden), str(solutions / "cka.py"), str(inside)]
     if not installed:

@@ -1,4 +1,4 @@
-"""grader/grading/scoring.py: the hidden suites run in process, scored per test, with student-safe messages.
+"""grader/bertlab_grader/grading/scoring.py: the hidden suites run in process, scored per test, with student-safe messages.
 
 Most checks grade one task only (pooling is the fastest) with in-process implementations: the
 reference solutions, a mutant of the bank, and small fakes that raise what the sandbox proxy would raise.

@@ -1,8 +1,8 @@
-"""A submission graded in segments on several workers (grader/grading/segments.py) gets exactly the
+"""A submission graded in segments on several workers (grader/bertlab_grader/grading/segments.py) gets exactly the
 grade it gets in one process: the same outcome, points, message and hint for every hidden test.
 
 The cohort grader splits the last submissions of a run into parts that run at once on the free
-workers (grader/course/pool.py), so which way a submission is graded depends on where it stands in
+workers (grader/bertlab_grader/course/pool.py), so which way a submission is graded depends on where it stands in
 the queue. Identical files must still get identical points.
 """
 
@@ -38,7 +38,7 @@ def test_a_segment_calls_only_its_own_modules(task):
     own = set(segments.modules_of(segments.segment_of(task)))
     assert named, f"test_hidden_{task}.py names no module of the submission: the scan is out of date"
     assert named <= own, (f"test_hidden_{task}.py calls {sorted(named - own)}, outside its segment's modules "
-                          f"{sorted(own)}: put those tasks in one segment (grader/grading/segments.py)")
+                          f"{sorted(own)}: put those tasks in one segment (grader/bertlab_grader/grading/segments.py)")
 
 
 def test_the_final_part_takes_every_earlier_segment_in_order():
@@ -59,7 +59,7 @@ def test_the_final_part_takes_every_earlier_segment_in_order():
 
 CASES = {
     "solutions": KIT / "solutions",
-    "erin": KIT / "grader" / "commands" / "demo_cohort" / "erin",
+    "erin": KIT / "grader" / "bertlab_grader" / "commands" / "demo_cohort" / "erin",
     "wrong_sbert_detach": KIT / "tests" / "outside_bank" / "wrong_sbert_detach",
     "wrong_pool_last_token": KIT / "tests" / "outside_bank" / "wrong_pool_last_token",
     "hostile_search_valueerror": KIT / "tests" / "outside_bank" / "hostile_search_valueerror",
@@ -140,7 +140,7 @@ def _part_payload(job) -> dict:
 
 def test_the_pool_splits_only_the_last_submissions_and_only_with_free_workers():
     """When fewer whole submissions wait than there are workers, the next one is handed out in parts
-    (grader/course/pool.py ``_Schedule``); a pool of one worker never splits."""
+    (grader/bertlab_grader/course/pool.py ``_Schedule``); a pool of one worker never splits."""
     def handed(n_submissions: int, workers: int) -> list[str]:
         schedule, out = _schedule(n_submissions, workers), []
         while schedule:

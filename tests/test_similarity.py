@@ -1,4 +1,4 @@
-"""`bertlab similar`: the most similar pairs of submissions per task (grader/reporting/similarity.py).
+"""`bertlab similar`: the most similar pairs of submissions per task (grader/bertlab_grader/reporting/similarity.py).
 
 A synthetic cohort of twelve submissions, built from files that already exist (the reference, the outside
 bank, the red-team honest submission, the mutant bank's correct variants, the released stubs), with

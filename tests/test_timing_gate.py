@@ -1,4 +1,4 @@
-"""The timing gate (grader/performance/gate.py): a grader worker times only while no other works.
+"""The timing gate (grader/bertlab_grader/performance/gate.py): a grader worker times only while no other works.
 
 Real processes, as in a cohort run; each test takes about a second.
 """
@@ -215,7 +215,7 @@ def test_without_a_gate_both_are_free():
 
 
 # ---------------------------------------------------------------------------------------------------
-# The host's quiet room (grader/performance/host_gate.py): the same rules for processes that share
+# The host's quiet room (grader/bertlab_grader/performance/host_gate.py): the same rules for processes that share
 # nothing but the host, as the Dask workers of one machine.
 
 

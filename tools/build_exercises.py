@@ -1,7 +1,7 @@
 """Regenerate the checkout's exercises/ (the task stubs and the lesson notebook) from the reference.
 
-For kit developers, after editing solutions/, the lesson's source (grader/authoring/lesson/Week_7_encoder.py)
-or what builds the notebook from it (grader/authoring/notebook.py):
+For kit developers, after editing solutions/, the lesson's source (grader/bertlab_grader/authoring/lesson/Week_7_encoder.py)
+or what builds the notebook from it (grader/bertlab_grader/authoring/notebook.py):
 
     python tools/build_exercises.py          # rewrite exercises/
     python tools/build_exercises.py --check  # exit 1 when exercises/ is stale (what tests/test_stubs.py checks)

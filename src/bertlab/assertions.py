@@ -10,7 +10,7 @@ Nothing here knows the reference solution: expected values come from the test mo
 public tests, the reference in the hidden suites). The code under test may be in this process or behind
 the grading sandbox's proxy, so these helpers only look at plain results (tensors, numbers, lists),
 never at the student's objects. A failure is ``pytest.fail`` raised here; the grader scores it as a
-failed check (grader/grading/scoring.py knows this file).
+failed check (grader/bertlab_grader/grading/scoring.py knows this file).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Read by every place that names a likely mistake to a student:
 
 - the public tests and the hidden suites, through ``bertlab.assertions.name_mistake`` (their ``diagnose``
   helpers compute what each mistake would have returned and name the one the result matches);
-- the grader's hints (``grader/grading/hints.py``): a submission whose behaviour fingerprint matches a
+- the grader's hints (``grader/bertlab_grader/grading/hints.py``): a submission whose behaviour fingerprint matches a
   mutant of the bank gets the hint of the mistake with the mutant's name (every mutant is one of these mistakes,
   so its id is the mutant's name);
 - ``bertlab check``'s hints for the kinds of failure any task can show (``task`` None: a missing

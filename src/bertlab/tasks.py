@@ -46,7 +46,7 @@ class Exercise:
             "public test": f"tests/public/test_{self.name}.py",
             "hidden test": f"tests/hidden/test_hidden_{self.name}.py",
             "teaching (idea, mistakes, probes)": f"src/bertlab/teaching/{self.name}.py",
-            "mutants and their fingerprint": f"grader/mutants/{self.name}.py",
+            "mutants and their fingerprint": f"grader/bertlab_grader/mutants/{self.name}.py",
             "benchmark": f"benchmarks/test_bench_{self.name}.py",
             "concept page": f"docs/concepts/{self.concept}",
             **({"speed test (task performance)": f"tests/hidden/test_hidden_{self.name}_speed.py"} if self.timed else {}),
@@ -106,7 +106,7 @@ def dependents(name: str) -> tuple[str, ...]:
 def task_groups() -> tuple[tuple[str, ...], ...]:
     """The exercise tasks grouped so that a task and every task it uses, directly or not, share a
     group; groups and their tasks in registry order. The grader grades each group in a process of its
-    own (grader/grading/segments.py): a task whose tests call another task's code needs that module."""
+    own (grader/bertlab_grader/grading/segments.py): a task whose tests call another task's code needs that module."""
     group_of = {e.name: {e.name} for e in EXERCISES}
     for e in EXERCISES:
         for used in e.uses:

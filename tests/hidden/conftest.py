@@ -35,7 +35,7 @@ def reference():
 
 def pytest_collection_modifyitems(config, items):
     # Tasks run in gradebook order, the performance timing last: the grader grades them in this
-    # order, one segment of tasks after another (grader/grading/segments.py).
+    # order, one segment of tasks after another (grader/bertlab_grader/grading/segments.py).
     order = {task: index for index, task in enumerate(GRADED_TASKS)}
     items[:] = sorted(items, key=lambda item: min((order[m.name] for m in item.iter_markers() if m.name in order),
                                                   default=len(order)))

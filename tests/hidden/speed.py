@@ -1,15 +1,15 @@
 """Hidden suite, task performance: what every speed test shares. The tests are the timed tasks' own
 pieces, one file each (tests/hidden/test_hidden_<task>_speed.py, marked ``performance``; the registry's
 ``timed`` says which tasks have one): each times a task's function against the reference, on the same
-inputs, in the same run, interleaved (grader/performance/timing.py).
+inputs, in the same run, interleaved (grader/bertlab_grader/performance/timing.py).
 
 Points by band of the median of paired time ratios (<= 2x full, <= 20x half, else none), and only
 for a right answer. In a cohort run, identical files reuse the first measurement
-(grader/performance/record.py). A partial score is recorded as the user property ``bertlab_points_fraction`` and the test
-fails with a message saying how fast the code was; grader/grading/scoring.py turns that into points.
+(grader/bertlab_grader/performance/record.py). A partial score is recorded as the user property ``bertlab_points_fraction`` and the test
+fails with a message saying how fast the code was; grader/bertlab_grader/grading/scoring.py turns that into points.
 
 Every timed call gets inputs of its own: ``draw(n)`` of each test draws those of call n (the same recipe,
-a generator seeded by n, so other values), and the two calls of a pair share them (grader/performance/timing.py:
+a generator seeded by n, so other values), and the two calls of a pair share them (grader/bertlab_grader/performance/timing.py:
 TimedInputs). Nothing a submission remembers about earlier inputs, by their bytes or by a key blind to
 scale, answers a later call. A call's inputs are sent into the sandbox before it is timed (student_call);
 the timed call works on a fresh copy there and only its result travels back, as the reference's does

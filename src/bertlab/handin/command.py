@@ -105,7 +105,7 @@ def submit(directory: Optional[Path] = None, out: Optional[Path] = None, anyway:
         print(f"  note: {problem}", file=stream)
     if errors:
         print(f"  packed with --anyway although {_files_do(errors)} not import", file=stream)
-    if helpers:  # the grader loads the task files only (grader/course/submissions.py): say so now
+    if helpers:  # the grader loads the task files only (grader/bertlab_grader/course/submissions.py): say so now
         print(f"  warning: {', '.join(helpers)} packed, but the grader loads only the task files "
               f"({', '.join(tasks)}): move what they import from {', '.join(helpers)} into them", file=stream)
 

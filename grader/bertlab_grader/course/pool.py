@@ -1,0 +1,342 @@
+"""The worker pool: trusted grader workers forked from a warm fork server, each with one warm
+sandbox, taking submissions in and sending results dicts out (the cohort run's engine).
+
+Each worker's sandbox runs under its own unprivileged uid (RLIMIT_NPROC counts processes per uid:
+with a shared one, one student's fork bomb would starve the other workers' students).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from multiprocessing.connection import wait
+from pathlib import Path
+
+from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
+from bertlab_grader.core.locations import KIT_ROOT
+
+SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Grading one submission (runs inside a trusted grader worker)
+
+
+def open_sandbox(hide: list[str], uid: int | None, unsafe_no_sandbox: bool):
+    """A Sandbox that isolates with bubblewrap, or refuses (SandboxUnavailable) unless the instructor
+    asked for --unsafe-no-sandbox by name."""
+    from bertlab_grader.sandbox import Sandbox
+
+    kwargs = {"kit_root": KIT_ROOT, "hide": hide, "unsafe_no_sandbox": unsafe_no_sandbox}
+    if uid is not None:
+        kwargs["uid"] = uid
+    return Sandbox(**kwargs)
+
+
+def _end_with_the_main_process() -> None:
+    """Make this worker end the moment the main process is gone, however it went (SIGKILL included):
+    otherwise it would grade on to the end of its submission, and its sandbox with it, for nobody.
+    Its sandbox's bubblewrap dies with it (--die-with-parent), and everything inside with bubblewrap."""
+    import threading
+
+    parent = mp.parent_process()  # the main process, also for a worker forked by the fork server
+    if parent is None:
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="bertlab-end-with-main", daemon=True).start()
+
+
+def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sandbox: bool, gate=None,
+                 timings: str | None = None) -> None:
+    """A trusted grader worker: one warm sandbox, a preflight, then submissions in, results out.
+
+    Jobs from the main process: (student, path, None) grades a whole submission; (student, path,
+    part) one part of a submission graded in segments (grader/bertlab_grader/grading/segments.py).
+    Messages to the main process: ("ready", preflight problem or None), ("fatal", cause),
+    ("result", results dict), ("part", {"result", "memos"}), ("grader_failure", cause).
+    Each worker's sandbox runs under its own unprivileged uid, because RLIMIT_NPROC counts processes
+    per uid: with a shared uid, one student's fork bomb would starve the other workers' students.
+    ``gate`` (bertlab_grader.performance.gate.TimingGate): everything but the performance task's timings is
+    work; a timing has the machine to itself.
+    ``timings``: the course's timing record (grader/bertlab_grader/performance/record.py), or None to keep none: each
+    distinct submission is timed once, and identical files reuse that measurement.
+    """
+    from bertlab_grader.performance import gate as timing_gate
+    from bertlab_grader.performance import record as timing_record
+    from bertlab_grader.course.nbgrader_course import read_submission_sources
+    from bertlab_grader.grading.preflight import run_preflight
+    from bertlab_grader.grading.scoring import warm_up
+
+    import torch
+
+    _end_with_the_main_process()
+    torch.set_num_threads(1)  # one core per worker: N workers share the machine without oversubscribing
+    timing_gate.install(gate, slot)
+    sandbox = None
+    record = None
+    try:
+        if timings is not None:
+            record = timing_record.TimingRecord(Path(timings), timing_record.protocol_digest())
+        sandbox = open_sandbox(hide, SANDBOX_UID_BASE + slot, unsafe_no_sandbox)
+        warm_up()  # already done in the fork server (grader/bertlab_grader/course/worker_preload.py); with spawn, done here
+        with timing_gate.working():
+            problem = run_preflight(sandbox, assignment)
+    except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
+        conn.send(("fatal", f"{type(exc).__name__}: {exc}"))
+        if sandbox is not None:
+            sandbox.close()
+        return
+    conn.send(("ready", problem))
+    try:
+        while True:
+            job = conn.recv()
+            if job is None:
+                break
+            student, path, part = job
+            try:
+                sources = read_submission_sources(path)
+                with timing_gate.working(), timing_record.use(record, sources):
+                    from bertlab_grader.grading.scoring import grade_part, grade_sources  # (pytest: only in workers)
+
+                    if part is None:
+                        conn.send(("result", grade_sources(sandbox, sources, student, assignment)))
+                    else:
+                        conn.send(("part", grade_part(sandbox, sources, student, assignment, part)))
+            except Exception as exc:  # noqa: BLE001 - a grader failure or a grader bug: never the student's
+                conn.send(("grader_failure", f"{type(exc).__name__}: {exc}"))
+    finally:
+        sandbox.close()
+
+
+class _Worker:
+    """Main-process handle of one grader worker process."""
+
+    def __init__(self, ctx, hide, assignment, slot, unsafe_no_sandbox, gate=None, timings=None):
+        self.slot, self.gate, self.timings = slot, gate, timings
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker_main,
+                                   args=(child, hide, assignment, slot, unsafe_no_sandbox, gate, timings),
+                                   daemon=True)
+        self.process.start()
+        child.close()
+        self.ready = False
+        self.job: _Job | None = None
+        self.started = 0.0
+
+    def give(self, job: "_Job"):
+        self.job, self.started = job, time.monotonic()
+        self.conn.send((job.submission.student, str(job.submission.path), job.part))
+
+    def stop(self):
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+
+    def kill(self):
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        if self.gate is not None:  # it may have died working or timing: the others must not wait for it
+            self.gate.forget(self.slot)
+
+
+def _context():
+    """Grader workers are forked from a fork server that imported ``bertlab_grader.course.worker_preload`` (torch,
+    MiniLM, the reference data: about 6 s of CPU) once, instead of each worker paying for it on a
+    shared core. The fork server is a fresh interpreter, not a copy of this process, and nothing in it
+    has started a thread pool (see grader/bertlab_grader/course/worker_preload.py). Set BERTLAB_WORKER_START=spawn to give
+    each worker a fresh interpreter of its own instead."""
+    if os.environ.get("BERTLAB_WORKER_START", "forkserver") == "spawn" or "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["bertlab_grader.course.worker_preload"])
+    return ctx
+
+
+def start_fork_server() -> None:
+    """Start the workers' fork server now: its warm-up (torch, MiniLM, the reference data: seconds of
+    one core) then runs while this process still prepares the run, and ``start_workers`` forks from a
+    server that is warm sooner. Nothing happens with BERTLAB_WORKER_START=spawn."""
+    if _context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def start_workers(n: int, hide: list[str], assignment: str, unsafe_no_sandbox: bool = False,
+                  timings: Path | None = None) -> list[_Worker]:
+    """Start ``n`` grader workers now; they warm up (seconds) while the caller prepares the course.
+    They share one TimingGate (grader/bertlab_grader/performance/gate.py), which this process joins as well, and
+    the timing record at ``timings`` (grader/bertlab_grader/performance/record.py; None: keep none)."""
+    from bertlab_grader.performance import gate as timing_gate
+
+    ctx = _context()
+    gate = timing_gate.TimingGate(ctx, n)
+    timing_gate.install(gate, timing_gate.NO_ONE)
+    where = str(timings) if timings is not None else None
+    return [_Worker(ctx, hide, assignment, slot, unsafe_no_sandbox, gate, where) for slot in range(n)]
+
+
+class _Job:
+    """A submission to grade, whole (``part`` None) or one part of it (grader/bertlab_grader/grading/segments.py)."""
+
+    __slots__ = ("submission", "attempt", "part")
+
+    def __init__(self, submission, attempt: int = 1, part: dict | None = None):
+        self.submission, self.attempt, self.part = submission, attempt, part
+
+    def again(self) -> "_Job":
+        return _Job(self.submission, self.attempt + 1, self.part)
+
+
+class _Schedule:
+    """What the pool has left to hand out, and what its finished jobs mean (no processes here).
+
+    Near the end of a run, when fewer whole submissions wait than there are workers, the next one is
+    split into parts (grader/bertlab_grader/grading/segments.py) that run at once on the free workers: one slow
+    submission (a hang, then another) then no longer leaves the other workers idle at the end. Its
+    last part is queued first once the others are done, and only its result counts as the
+    submission's; a part that fails fails the whole submission, once.
+    """
+
+    def __init__(self, submissions, workers: int):
+        self.queue: list[_Job] = [_Job(s) for s in submissions]
+        self.workers = workers
+        self.done: dict[str, dict[int, dict]] = {}  # split submission -> {segment: {"result", "memos"}}
+        self.failed: set[str] = set()                # split submissions whose failure was reported
+
+    def __bool__(self) -> bool:
+        return bool(self.queue)
+
+    def take(self) -> _Job:
+        """The next job to hand out (the queue must not be empty)."""
+        job = self.queue.pop(0)
+        whole_left = sum(1 for j in self.queue if j.part is None) + 1
+        if job.part is None and job.attempt == 1 and self.workers > 1 and whole_left < self.workers:
+            from bertlab_grader.grading.segments import split_parts
+
+            self.done[job.submission.student] = {}
+            parts = [_Job(job.submission, 1, part) for part in split_parts()]
+            self.queue[:0] = parts[1:]
+            return parts[0]
+        return job
+
+    def retry(self, job: _Job) -> None:
+        """Hand ``job`` out again, first (its worker died)."""
+        if job.submission.student not in self.failed:
+            self.queue.insert(0, job.again())
+
+    def finished(self, job: _Job, kind: str, payload):
+        """What a finished ``job`` means: (submission, result, None) or (submission, None, grader
+        failure cause) to report, or None while a split submission is not done."""
+        from bertlab_grader.grading.segments import FINAL, final_part
+
+        student = job.submission.student
+        if job.part is None:
+            return (job.submission, payload, None) if kind == "result" else (job.submission, None, payload)
+        if student in self.failed:
+            return None  # its failure was reported already
+        if kind != "part":
+            self.failed.add(student)
+            self.done.pop(student, None)
+            self.queue[:] = [j for j in self.queue if j.submission.student != student]
+            return job.submission, None, payload
+        if job.part["segment"] == FINAL:
+            del self.done[student]
+            return job.submission, payload["result"], None
+        self.done[student][job.part["segment"]] = payload
+        if len(self.done[student]) == FINAL:
+            self.queue.insert(0, _Job(job.submission, 1, final_part(self.done[student])))
+        return None
+
+
+def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment: str, unsafe_no_sandbox: bool):
+    """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
+    workers of ``pool`` finish; a worker that dies is replaced and its job tried once more.
+    The last submissions are graded in parts on several workers at once (``_Schedule``).
+    Raises RunStopped when a worker cannot start or fails its preflight. The workers are stopped at
+    the end."""
+    ctx = _context()
+    schedule = _Schedule(submissions, len(pool))
+    try:
+        while schedule or any(w.job for w in pool):
+            for w in pool:
+                if w.ready and w.job is None and schedule:
+                    w.give(schedule.take())
+            ready = wait([w.conn for w in pool] + [w.process.sentinel for w in pool], timeout=1.0)
+            for i, w in enumerate(list(pool)):
+                died = w.process.sentinel in ready and not w.conn.poll()
+                overdue = w.job is not None and time.monotonic() - w.started > SUBMISSION_DEADLINE_S
+                if w.conn in ready and w.conn.poll():
+                    try:
+                        kind, payload = w.conn.recv()
+                    except (EOFError, OSError):
+                        died = True
+                    else:
+                        if kind == "fatal":
+                            raise RunStopped(f"a grader worker could not start: {payload}")
+                        if kind == "ready":
+                            if payload is not None:
+                                from bertlab_grader.grading.preflight import explain
+
+                                raise RunStopped(explain(payload))
+                            w.ready = True
+                        else:
+                            outcome = schedule.finished(w.job, kind, payload)
+                            w.job = None
+                            if schedule:  # the next job first: the worker grades while we record this one
+                                w.give(schedule.take())
+                            if outcome is not None:
+                                yield outcome
+                if died or overdue:
+                    if w.job is not None:
+                        job = w.job
+                        why = (f"grading took longer than {SUBMISSION_DEADLINE_S:g} s "
+                               "(BERTLAB_SUBMISSION_DEADLINE_S)" if overdue
+                               else "the grader worker stopped unexpectedly")
+                        if job.attempt < MAX_ATTEMPTS and not overdue:
+                            schedule.retry(job)
+                        else:
+                            outcome = schedule.finished(job, "grader_failure", why)
+                            if outcome is not None:
+                                yield outcome
+                    elif not w.ready:
+                        raise RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
+                    w.kill()
+                    pool[i] = _Worker(ctx, hide, assignment, w.slot, unsafe_no_sandbox, w.gate, w.timings)
+    finally:
+        stop_workers(pool)
+
+
+def stop_workers(pool: list[_Worker]) -> None:
+    """Ask every worker to finish (its sandbox closes), then make sure each is gone."""
+    for w in pool:
+        w.stop()
+    from bertlab_grader.performance import gate as timing_gate
+
+    for w in pool:
+        w.process.join(10)
+        w.kill()
+    if pool:
+        timing_gate.install(None, timing_gate.NO_ONE)
+
+
+def _check_sandbox(unsafe_no_sandbox: bool) -> None:
+    """Refuse at once, before any worker starts, when bubblewrap cannot isolate student code."""
+    if unsafe_no_sandbox:
+        return
+    from bertlab_grader.sandbox import launcher
+
+    ok, why = launcher.bubblewrap_status()
+    if not ok:
+        raise launcher._unavailable(why)  # the reason, then how to install or enable bubblewrap

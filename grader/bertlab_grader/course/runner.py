@@ -1,0 +1,424 @@
+"""Cohort grading: `bertlab grade COURSE` (the worker pool is pool.py; one directory, `bertlab grade-one`, is grade_one.py).
+
+Processes (docs/architecture.md):
+
+    main process        the course, the gradebook, the progress bar; never runs or imports student code
+      fork server       trusted: loads torch, MiniLM and the reference data once (grader/bertlab_grader/course/worker_preload.py)
+      N grader workers  trusted, forked from the fork server: run the hidden pytest suites, score,
+                        build results dicts
+        1 sandbox each  untrusted: a warm template (torch + MiniLM loaded once) that forks a fresh,
+                        rlimited, bubblewrapped child per submission; values cross as data, never pickles
+
+With ``--scheduler ADDRESS`` or ``--cluster local:N`` the grader workers are Dask workers instead
+(grader/bertlab_grader/cluster/, docs/cluster.md): each sets up the same warm sandbox and preflight through a
+WorkerPlugin, and this process sends them submissions as plain data and records their JSON results.
+
+Trust first:
+- A grader failure is never a grade. What the submission did (a wrong value, an exception of its
+  code, a call over its time limit, its process killed by its own limits) is scored. What the grader
+  failed to do (bertlab_grader.core.failures.GraderFailure: the sandbox or a worker could not start or died while
+  no student code ran, the reference or a suite raised, the gradebook could not be written) leaves
+  that submission with no results.json, no gradebook score and no feedback; the run names it with
+  the cause at the end, exits 1, and the next run grades it.
+- Preflight: each grader worker first grades the reference solution in its own sandbox
+  (grader/bertlab_grader/grading/preflight.py); anything short of full marks outside performance stops the run before any
+  student is graded.
+- The sandbox fails closed: without a working bubblewrap grading refuses, unless the instructor
+  named --unsafe-no-sandbox (and then every results.json says ``"sandboxed": false``).
+- Resubmissions are noticed: results.json records a digest of the submitted files; a later run
+  regrades a submission whose files changed and skips the unchanged ones.
+- Identical files, identical points: each distinct submission's speed is measured once, and a copy
+  (or a regrade) reuses that measurement (grader/bertlab_grader/performance/record.py; `--retime` measures again).
+- Every folder under submitted/ is accounted for in the closing summary.
+
+Nothing is lost: each finished submission is journaled (one line, synced to disk before its batch is
+written) before the next result is taken, and recorded behind the journal in batches (gradebook,
+autograded notebook, results.json written last, atomically; grader/bertlab_grader/course/journal.py). So `bertlab
+grade` can be killed at any moment, kill -9 included, and rerun: the rerun first records what the
+killed run journaled, then skips it as unchanged.
+
+Exit codes: 0 every submission graded (a student's own failures are grades); 1 some submissions not
+graded because of the grader; 2 a usage or course-layout error (nothing was changed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bertlab.fileio import atomic_write_text
+from bertlab_grader.core.failures import GraderFailure, UsageError
+
+from bertlab_grader.course.pool import (RunStopped, _check_sandbox, _pool_results, default_workers, start_fork_server,
+                                        start_workers, stop_workers)
+from bertlab_grader.course.pool import _context  # noqa: F401  (tests start their own workers with it)
+from bertlab_grader.course.preconditions import check_course_for_grading
+from bertlab_grader.course import journal
+from bertlab_grader.course.adjustments import KEPT, SET_ASIDE
+from bertlab_grader.performance import gate as timing_gate
+from bertlab_grader.course.results import format_gradebook
+
+
+# ---------------------------------------------------------------------------------------------------
+# The course
+
+
+def _hidden_paths(course: Path, db_url: str | None) -> list[str]:
+    """What the sandbox must not see besides the kit: the course (all students) and the gradebook."""
+    hide = [str(course)]
+    from bertlab_grader.course.nbgrader_course import course_db_url
+
+    url = course_db_url(course, db_url)
+    if url.startswith("sqlite:///"):
+        hide.append(str(Path(url.removeprefix("sqlite:///")).resolve().parent))
+    return sorted(set(hide))
+
+
+@dataclass
+class RunSummary:
+    """What a cohort run did with every folder under submitted/."""
+
+    graded: list[str] = field(default_factory=list)
+    regraded: list[str] = field(default_factory=list)      # graded again: files changed, or asked for
+    unchanged: list[str] = field(default_factory=list)     # graded before, files the same: skipped
+    not_graded: dict[str, str] = field(default_factory=dict)  # student -> grader failure cause
+    stale: set[str] = field(default_factory=set)            # not graded now, an earlier result still stands
+    layout: list = field(default_factory=list)              # bertlab_grader.course.submissions.LayoutProblem
+    stopped: str | None = None                              # the whole run stopped: why
+    retried: list[str] = field(default_factory=list)        # on a cluster: started again after a worker died
+    unfit_workers: dict[str, str] = field(default_factory=dict)  # on a cluster: worker address -> why it cannot grade
+    adjustments: list = field(default_factory=list)         # grader/bertlab_grader/course/adjustments.py: kept or set aside
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if (self.not_graded or self.stopped) else 0
+
+    def format(self) -> str:
+        def names(students: list[str], limit: int = 12) -> str:
+            students = sorted(students)
+            shown = ", ".join(students[:limit])
+            return shown + (f" and {len(students) - limit} more" if len(students) > limit else "")
+
+        lines = ["", "Summary:"]
+        if self.stopped:
+            lines.append(f"  STOPPED before grading: {self.stopped}")
+        lines.append(f"  graded: {len(self.graded)}" + (f" ({names(self.graded)})" if self.graded else ""))
+        if self.regraded:
+            lines.append(f"    of them graded again because their files changed or --regrade named them: "
+                         f"{names(self.regraded)}")
+        lines.append(f"  unchanged since last grading (skipped): {len(self.unchanged)}")
+        lines.append(f"  not graded because of the grader: {len(self.not_graded)}"
+                     + (" (no grade, results.json or feedback written for this run; the next run grades them)"
+                        if self.not_graded else ""))
+        for student, cause in sorted(self.not_graded.items()):
+            first = cause.strip().splitlines()[0] if cause.strip() else cause
+            if student in self.stale:
+                first += " [their earlier result, for files that have since changed, stands until then]"
+            lines.append(f"    {student}: {first}")
+        if self.retried:
+            lines.append(f"  started again on another Dask worker after theirs stopped (each recorded once): "
+                         f"{len(self.retried)} ({names(self.retried)})")
+        if self.unfit_workers:
+            lines.append(f"  Dask workers that could not grade (they graded nothing): {len(self.unfit_workers)}")
+            for address, cause in sorted(self.unfit_workers.items()):
+                lines.append(f"    {address}: {cause.strip().splitlines()[0] if cause.strip() else cause}")
+        kept = [a.student for a in self.adjustments if a.action == KEPT]
+        set_aside = [a.student for a in self.adjustments if a.action == SET_ASIDE]
+        if kept:
+            lines.append(f"  manual scores and extra credit kept (the same files graded again): {names(kept)}")
+        if set_aside:
+            lines.append(f"  manual scores and extra credit set aside (the files changed; look again in formgrader, "
+                         f"the old ones are in .bertlab/set-aside-adjustments-*.json): {names(set_aside)}")
+        if self.layout:
+            lines.append(f"  folders under submitted/ holding no submission (not graded): {len(self.layout)}")
+            for problem in self.layout:
+                lines.append(f"    {problem}")
+        return "\n".join(lines)
+
+
+def last_run_path(course: Path, assignment: str) -> Path:
+    """Where the last run's summary is kept: ``COURSE/.bertlab/last-run-<assignment>.json``."""
+    return Path(course) / ".bertlab" / f"last-run-{assignment}.json"
+
+
+def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
+    """Keep the run's summary (what ``summary.format()`` prints) for ``bertlab report``: the folders not
+    graded and why live nowhere else, since a grader failure writes no results.json. Written atomically.
+
+    Format: {"assignment", "finished" (ISO 8601, UTC), "graded", "regraded", "unchanged": [student ids],
+    "not_graded": {student: cause}, "stale": [ids whose earlier result still stands],
+    "layout_problems": [{"folder", "found", "expected"}], "stopped": why the run stopped, or null,
+    "retried": [ids started again on another Dask worker], "unfit_workers": {Dask worker address: cause}}."""
+    from dataclasses import asdict
+    from datetime import datetime, timezone
+
+    document = {
+        "assignment": assignment,
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "graded": sorted(summary.graded), "regraded": sorted(summary.regraded),
+        "unchanged": sorted(summary.unchanged), "not_graded": dict(sorted(summary.not_graded.items())),
+        "stale": sorted(summary.stale), "layout_problems": [asdict(p) for p in summary.layout],
+        "stopped": summary.stopped, "retried": sorted(summary.retried),
+        "unfit_workers": dict(sorted(summary.unfit_workers.items())),
+    }
+    path = last_run_path(course, assignment)
+    atomic_write_text(path, json.dumps(document, indent=1) + "\n")
+    return path
+
+
+def grade_course(course: Path, assignment: str = "week7", workers: int | None = None,
+                 db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
+                 unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True,
+                 scheduler: str | None = None, cluster: str | None = None, grade_copies_once: bool = True) -> int:
+    """Grade every submission of ``assignment`` that is new or changed (or named by ``regrade``);
+    record, export, feedback; print the gradebook and a summary. Returns the exit code (0, 1, 2;
+    see the module docstring). Raises UsageError for a usage or layout error, before any change.
+    ``scheduler`` (a Dask scheduler's address) or ``cluster`` ("local:N"): grade on Dask workers
+    (grader/bertlab_grader/cluster/, docs/cluster.md) instead of this machine's worker pool."""
+    summary = run_course(course, assignment, workers, db_url, quiet, regrade=regrade, regrade_all=regrade_all,
+                         unsafe_no_sandbox=unsafe_no_sandbox, retime=retime, keep_timings=keep_timings,
+                         scheduler=scheduler, cluster=cluster, grade_copies_once=grade_copies_once)
+    return summary.exit_code
+
+
+def run_course(course: Path, assignment: str = "week7", workers: int | None = None,
+               db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
+               unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True,
+               scheduler: str | None = None, cluster: str | None = None, grade_copies_once: bool = True) -> RunSummary:
+    """``grade_course``, returning the RunSummary.
+
+    Speed: each distinct submission is timed once and identical files reuse that measurement, kept in
+    the course (grader/bertlab_grader/performance/record.py). ``retime``: set the kept timings aside first, so every
+    submission graded now is timed again. ``keep_timings=False``: keep no record at all, every
+    grading measures (benchmarks/repeat_grading.py uses it to measure the protocol's own spread).
+
+    Copies: submissions with identical files (the same digest) are graded once, and each copy is
+    recorded with that result under its own name. ``grade_copies_once=False`` grades every copy (the
+    repeat-grading benchmark, which measures how far gradings of the same files differ)."""
+    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.performance import record as timing_record
+    from bertlab_grader.grading.scoring import max_points_by_task
+
+    course = Path(course).resolve()
+    check_course_for_grading(course, assignment, db_url)
+    start = time.monotonic()
+    submissions, layout = nbcourse.scan_submitted(course, assignment)
+    summary = RunSummary(layout=layout)
+    by_student = {s.student: s for s in submissions}
+    unknown = sorted(set(regrade) - by_student.keys())
+    if unknown:
+        raise UsageError(f"--regrade names {', '.join(unknown)}, who have no submission of {assignment} "
+                         "(nothing was changed)")
+    # A run killed before it wrote everything it graded left its journal: record that first, so that
+    # what it graded counts below as graded (and unchanged submissions are skipped) as if it had finished.
+    replayed = journal.replay(course, assignment, db_url, on_adjustment=summary.adjustments.append)
+    if replayed and not quiet:
+        print(f"Recorded {len(replayed)} result(s) that an interrupted run had graded and journaled.", file=sys.stderr)
+    finished = nbcourse.load_results(course, assignment)
+    digests = {s.student: nbcourse.submission_digest(s) for s in submissions}
+    todo, refused = [], []
+    for s in submissions:
+        before = finished.get(s.student)
+        if before is not None and not regrade_all and s.student not in regrade \
+                and before.get("submission_digest") == digests[s.student]:
+            summary.unchanged.append(s.student)
+            continue
+        (refused if s.error else todo).append(s)
+    distinct, copies = group_copies(todo, digests) if grade_copies_once else (todo, {})
+    on_cluster = scheduler is not None or cluster is not None
+    workers = max(1, min(workers or default_workers(), len(distinct))) if todo and not on_cluster else 0
+    hide = _hidden_paths(course, db_url)
+    stack = contextlib.ExitStack()
+    grading = None
+    if todo and on_cluster:  # connect first: an unreachable scheduler changes nothing (exit 2)
+        grading = _start_cluster(stack, scheduler, cluster, assignment, hide, unsafe_no_sandbox, quiet)
+    elif todo:
+        start_fork_server()  # its warm-up overlaps the checks and the gradebook set-up below
+        _check_sandbox(unsafe_no_sandbox)
+    # The gradebook set-up (several seconds of nbgrader) runs in a thread while the workers start: the
+    # first start waits for the fork server's warm-up (torch, MiniLM, reference data), and each
+    # worker's sandbox then warms up and grades the reference (the preflight) on its own.
+    prepared: dict = {}
+
+    def prepare() -> None:
+        try:
+            prepared["max_points"] = max_points_by_task()
+            nbcourse.init_course(course, assignment, max_points=prepared["max_points"], db_url=db_url)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
+            prepared["error"] = exc
+
+    preparing = threading.Thread(target=prepare, name="gradebook set-up", daemon=True)
+    preparing.start()
+    pool = []
+    try:
+        if retime:
+            timing_record.set_aside(course, assignment)
+        timings = timing_record.record_path(course, assignment) if keep_timings else None
+        pool = start_workers(workers, hide, assignment, unsafe_no_sandbox, timings) if todo and not grading else []
+        preparing.join()
+        if "error" in prepared:
+            error = prepared["error"]
+            raise GraderFailure(f"the gradebook could not be set up: {type(error).__name__}: {error}") from error
+        max_points = prepared["max_points"]
+        with nbcourse.keep_gradebook_open(course, db_url), \
+                journal.ResultWriter(course, assignment, db_url, on_adjustment=summary.adjustments.append) as writer:
+            for student in summary.unchanged:  # the gradebook re-synced with results.json (it may have been reset)
+                with timing_gate.working():  # (one at a time: a worker's preflight may be timing)
+                    writer.record(finished[student], on_failed=_resync_failed)
+            for s in refused:  # e.g. a zip bomb: the student's own error, never the cohort's
+                result = nbcourse.error_result(s.student, assignment, s.error, max_points)
+                _record(writer, result, digests[s.student], summary)
+
+            if not quiet:
+                where = f"on the Dask cluster at {scheduler or cluster}" if grading else f"with {workers} worker(s)"
+                same = (f" ({len(todo) - len(distinct)} of them copies of another's files: each set of files is "
+                        "graded once)") if len(distinct) < len(todo) else ""
+                print(f"Grading {len(todo)} submission(s) of {assignment} in {course} {where}{same}; "
+                      f"{len(summary.unchanged)} unchanged since last grading.", file=sys.stderr)
+            progress = _progress(len(todo), quiet)
+            if grading:
+                record = timing_record.TimingRecord(timings, timing_record.protocol_digest()) if timings else None
+                finishing = grading.results(distinct, nbcourse.read_submission_sources, record)
+            else:
+                finishing = _pool_results(distinct, pool, hide, assignment, unsafe_no_sandbox)
+            try:
+                for graded, result, failure in finishing:
+                    for submission in [graded] + copies.get(graded.student, []):
+                        if result is None:
+                            summary.not_graded[submission.student] = failure
+                        else:
+                            _record(writer, result if submission is graded else as_copy(result, submission.student),
+                                    digests[submission.student], summary, submission)
+                        progress.update(1)
+            except RunStopped as exc:
+                summary.stopped = str(exc)
+                with timing_gate.working():
+                    writer.flush()  # what was graded is recorded (and so counted) before the rest is named
+                done = set(summary.graded) | set(summary.not_graded)
+                for s in todo:
+                    if s.student not in done:
+                        summary.not_graded[s.student] = "the run stopped before grading it (see above)"
+            progress.close()
+            with timing_gate.working():
+                writer.close()  # the last batch: recorded before the summary counts it
+    finally:
+        stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
+        if grading:
+            summary.unfit_workers = dict(grading.unfit)
+        stack.close()  # the cluster: the plugin off the workers, the client (and a local cluster) closed
+        if grading:
+            summary.retried = grading.retried
+    if timings is not None and todo:
+        timing_record.compact(timings)
+    elapsed = time.monotonic() - start
+    # Graded before: the regraded ones, and (not graded now) those whose older result still stands.
+    summary.regraded = [s for s in summary.graded if s in finished]
+    summary.stale = {s for s in summary.not_graded if s in finished}
+
+    results = nbcourse.load_results(course, assignment)
+    write_last_run(course, assignment, summary)
+    if summary.stopped and not quiet:
+        print(f"\n{summary.stopped}", file=sys.stderr)
+    if results:
+        try:
+            grades, feedback = nbcourse.export_and_feedback(course, assignment, db_url, students=sorted(results),
+                                                            processes=default_workers())
+        except nbcourse.CourseError as exc:
+            summary.stopped = summary.stopped or f"the export or the feedback failed: {exc}"
+            grades = feedback = None
+    if not quiet:
+        if results:
+            print(format_gradebook(results))
+        graded_now = len(summary.graded)
+        if graded_now:
+            print(f"\nGraded {graded_now} submission(s) in {elapsed:.1f} s, worker start-up and preflight "
+                  f"included ({elapsed / graded_now:.2f} s per submission, {graded_now / elapsed * 60:.0f} per "
+                  "minute); then the export and feedback.")
+        if results and grades is not None:
+            print(f"Gradebook export: {grades}")
+            print(f"Feedback: {feedback}/<student>/{assignment}/{assignment}.html")
+            print(f"Results: {course}/autograded/<student>/{assignment}/results.json")
+        print(summary.format())
+    return summary
+
+
+def group_copies(todo: list, digests: dict[str, str]) -> tuple[list, dict[str, list]]:
+    """The first submission of each digest, in ``todo``'s order, and for each of them (by student) the
+    later submissions with the same files: those are not graded again, they get its result."""
+    first: dict[str, object] = {}
+    copies: dict[str, list] = {}
+    for s in todo:
+        digest = digests[s.student]
+        if digest in first:
+            copies.setdefault(first[digest].student, []).append(s)
+        else:
+            first[digest] = s
+    return list(first.values()), copies
+
+
+def as_copy(result: dict, student: str) -> dict:
+    """``result`` (a results dict) for ``student``, who handed in the same files."""
+    copy = json.loads(json.dumps(result))
+    copy["student"] = student
+    return copy
+
+
+def _start_cluster(stack: contextlib.ExitStack, scheduler, cluster, assignment, hide, unsafe_no_sandbox, quiet):
+    """Connect to the Dask cluster (SchedulerUnreachable, exit 2, before anything changed), put the
+    grader plugin on its workers (they warm up while the gradebook is set up), and make this host's
+    quiet room this process's timing gate (it records between timings, as the local runner does)."""
+    from bertlab_grader.cluster.connect import dask_client
+    from bertlab_grader.cluster.dispatch import ClusterGrading
+    from bertlab_grader.performance.host_gate import HostGate
+
+    try:
+        client = stack.enter_context(dask_client(scheduler, cluster))
+        grading = ClusterGrading(client, assignment, hide, unsafe_no_sandbox, quiet)
+        stack.callback(grading.close)
+        grading.start()
+        gate = HostGate()
+        timing_gate.install(gate, timing_gate.NO_ONE)
+        stack.callback(lambda: (timing_gate.install(None, timing_gate.NO_ONE), gate.close()))
+    except BaseException:
+        stack.close()
+        raise
+    return grading
+
+
+def _record(writer, result: dict, digest: str, summary: RunSummary, submission=None) -> None:
+    """Record one result with the digest of the files it graded (and the hand-in's notes: its
+    manifest) through the run's writer (grader/bertlab_grader/course/journal.py: journaled now, written into the
+    gradebook with its batch, when it is counted as graded); a result that cannot be recorded is the
+    grader's failure, not the student's."""
+    from bertlab_grader.course.submissions import handin_notes
+
+    result = {**result, "submission_digest": digest}
+    notes = handin_notes(submission.path) if submission is not None and submission.error is None else []
+    if notes:
+        result["notes"] = notes
+
+    def failed(student: str, cause: str) -> None:
+        summary.not_graded[student] = cause
+
+    try:
+        with timing_gate.working():  # not while a worker times
+            writer.record(result, on_recorded=summary.graded.append, on_failed=failed)
+    except Exception as exc:  # noqa: BLE001 - an invalid result, or the disk: never the student's
+        summary.not_graded[result["student"]] = f"the result could not be recorded: {type(exc).__name__}: {exc}"
+
+
+def _resync_failed(student: str, cause: str) -> None:
+    print(f"{student}: their unchanged result could not be synced into the gradebook ({cause}); "
+          "it stands in results.json, and the next run tries again.", file=sys.stderr)
+
+
+def _progress(total: int, quiet: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="grading", unit="submission", disable=quiet or total == 0,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed} elapsed, {remaining} left]", file=sys.stderr)

@@ -1,0 +1,78 @@
+"""Hints: name the likely mistake when a submission behaves like a known mutant.
+
+For each task a *fingerprint* (grader/bertlab_grader/mutants/<task>.py, ``fingerprint``) calls the task's functions on
+small fixed inputs and records what comes back (values, shapes, dtypes, the type of an exception). The
+same fingerprint is taken once per process of every mutant of the bank (trusted code, in process) and
+of the reference. When a failing
+submission's fingerprint equals a mutant's, the failing tests of that task get the mutant's hint
+("your CKA matches the uncentered formula: did you subtract the column means?").
+
+A hint is written once, in the table of known mistakes (bertlab/mistakes.py), under the name of the
+mutant that makes that mistake: it never quotes hidden test source or expected arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+from bertlab.mistakes import find as find_mistake
+
+from bertlab_grader.mutants.bank import FINGERPRINTS
+from bertlab_grader.mutants.fingerprint import FingerprintAborted, pruned_by, same
+
+
+# ---------------------------------------------------------------------------------------------
+# Known mistakes
+# ---------------------------------------------------------------------------------------------
+
+def fingerprint(impl, task: str) -> dict:
+    """The behaviour fingerprint of ``impl`` for ``task``."""
+    return FINGERPRINTS[task](impl)
+
+
+@functools.lru_cache(maxsize=None)
+def reference_record(task: str) -> dict:
+    from bertlab.implementations import load_implementation
+
+    return fingerprint(load_implementation("reference"), task)
+
+
+@functools.lru_cache(maxsize=None)
+def known_mistakes(task: str) -> tuple:
+    """((entry, record), ...) for every mutant of ``task`` whose known mistake (its record in
+    bertlab/mistakes.py) a fingerprint can show, i.e. that carries a hint (computed once)."""
+    from bertlab.implementations import load_directory
+    from bertlab_grader.mutants.bank import load_bank
+
+    found = []
+    for entry in load_bank(kinds=("mutant",)):
+        if entry.task == task and entry.hint:  # a known mistake that a fingerprint can show
+            found.append((entry, fingerprint(load_directory(entry.path), task)))
+    return tuple(found)
+
+
+def matching_mistakes(impl, task: str) -> list:
+    """The bank entries whose fingerprint equals ``impl``'s (empty when it behaves like the
+    reference, or like nothing we know)."""
+    if task not in FINGERPRINTS:
+        return []
+    known = known_mistakes(task)
+    if not known:
+        return []
+    try:
+        # Stopped as soon as it differs from every known mistake: the rest of its calls could not
+        # change the answer (a hostile submission's cost seconds each).
+        with pruned_by(record for _, record in known):
+            record = fingerprint(impl, task)
+    except FingerprintAborted:
+        return []
+    if same(record, reference_record(task)):
+        return []
+    return [entry for entry, mistake in known if same(record, mistake)]
+
+
+def diagnose(impl, task: str) -> Optional[str]:
+    """The hint for ``impl``'s ``task`` (the known mistake its fingerprint matches), or None."""
+    matches = matching_mistakes(impl, task)
+    return find_mistake(matches[0].name).hint if matches else None

@@ -1,0 +1,85 @@
+"""Grading segments: a submission's hidden tests in groups of tasks, each group graded in a fresh
+process of the submission that imports only the modules its tests call. The groups come from the
+registry (``bertlab.tasks.task_groups``: a task shares a segment with the tasks it ``uses``), and the
+performance task comes last. With the kit's four tasks:
+
+    segment 0   cka                  imports cka.py
+    segment 1   pooling, siamese     imports pooling.py, siamese.py (siamese uses pooling)
+    segment 2   retrieval            imports retrieval.py
+    segment 3   performance          imports all four, times them, then the hints of every task
+
+Every grading runs the segments in this order (the hidden suites' own order: tests/hidden/conftest.py
+sorts them so), and every segment starts a fresh process of the submission
+(``RemoteImplementation.start_segment``), with what the segments before it learned about hangs and
+crashes: a call that timed out is not made again with inputs of the same kind, a module whose import
+hung is not imported again (grader/bertlab_grader/sandbox/session.py).
+
+Why segments: a hostile submission's hangs cost their time limit one after the other. One that hangs
+in cka.py's import and again in pooling's function pays 20 s + 20 s in one process. Since no segment
+before the last calls a module of another (a segment whose tests call two modules holds both),
+all but the last can also run at once, on different grader workers, and give the same grades:
+
+- the memos a segment could take from an earlier one are about calls it never makes (another
+  module's functions) or modules it never imports first (another task's);
+- the last segment (the performance timing and the hints) runs after the other three, seeded with
+  all their memos, as it would be in one process;
+- each segment's process is fresh and prints into an output of its own, in both ways of grading.
+
+The worker pool grades the last submissions of a run this way (``split_parts``, ``final_part``,
+grader/bertlab_grader/course/pool.py), so that one slow submission at the end does not leave the other workers idle.
+``tests/test_segments.py`` grades hostile and mutant submissions both ways and compares every test.
+"""
+
+from __future__ import annotations
+
+from bertlab.tasks import EXERCISE_MODULES, GRADED_TASKS, PERFORMANCE, exercise, task_groups
+
+SEGMENTS: tuple[tuple[str, ...], ...] = task_groups() + ((PERFORMANCE,),)
+FINAL = len(SEGMENTS) - 1  # the performance segment: last, after every other; the hints run in it
+
+assert sorted(t for seg in SEGMENTS for t in seg) == sorted(GRADED_TASKS), "every graded task in one segment"
+assert SEGMENTS[FINAL] == (PERFORMANCE,)
+
+def segment_of(task: str) -> int:
+    """The index in SEGMENTS of the segment that grades ``task``."""
+    for index, tasks in enumerate(SEGMENTS):
+        if task in tasks:
+            return index
+    raise ValueError(f"unknown task {task!r}; the tasks are {GRADED_TASKS}")
+
+
+def modules_of(segment: int) -> list[str]:
+    """The submission's modules that a segment's process imports before its first test."""
+    if segment == FINAL:
+        return list(EXERCISE_MODULES)  # the timing calls into all of them, and so do the hints
+    return [exercise(task).module for task in SEGMENTS[segment]]
+
+
+def merge_memos(memos: list[dict]) -> dict:
+    """The memos of several segments (``Session.export_memos``) as one, earlier segments first."""
+    merged: dict[str, dict] = {"skip": {}, "hung": {}, "failed_hard": {}}
+    for memo in memos:
+        for kind in merged:
+            for key, value in memo.get(kind, {}).items():
+                merged[kind].setdefault(key, value)
+    return merged
+
+
+# ---------------------------------------------------------------------------------------------------
+# A submission graded in parts, on several workers
+
+
+def split_parts() -> list[dict]:
+    """The parts that may run at once: every segment but the last, without hints."""
+    return [{"segment": index, "tasks": list(SEGMENTS[index]), "hints": False} for index in range(FINAL)]
+
+
+def final_part(done: dict[int, dict]) -> dict:
+    """The last part, once every other is ``done`` ({segment: {"result", "memos"}}): the performance
+    segment seeded with their memos, then the hints of every task, over all the tests."""
+    missing = sorted(set(range(FINAL)) - set(done))
+    if missing:
+        raise ValueError(f"segments {missing} are not graded yet")
+    return {"segment": FINAL, "tasks": list(SEGMENTS[FINAL]), "hints": True,
+            "seed": merge_memos([done[i]["memos"] for i in range(FINAL)]),
+            "earlier_tests": [t for i in range(FINAL) for t in done[i]["result"]["tests"]]}
