@@ -97,7 +97,7 @@ class GraderThread:
         self.on_ready, self.on_unfit = on_ready, on_unfit
         self.state, self.cause = WARMING, None
         self.steps: list[tuple[str, str, str]] = []
-        self.sandbox = None
+        self.grader = None  # a PreparedGrader once the sandbox is open
         self._jobs: "queue.Queue" = queue.Queue()
         self._thread = threading.Thread(target=self._main, name="bertlab grader", daemon=True)
 
@@ -123,7 +123,7 @@ class GraderThread:
         if _host_gate is None:  # one per process: a later run's set-up reuses it
             _host_gate = HostGate()
         timing_gate.install(_host_gate, timing_gate.NO_ONE)
-        from bertlab_grader.sandbox import Sandbox, bubblewrap_status
+        from bertlab_grader.sandbox import bubblewrap_status
 
         if not self.unsafe_no_sandbox:
             ok, why = bubblewrap_status()
@@ -138,17 +138,15 @@ class GraderThread:
         slot = _claim_slot(default_room())
         # Paths of the main host that this host lacks hide nothing here (and a sandbox needs them to exist).
         hide = [p for p in self.hide if os.path.exists(p)]
-        self.sandbox = Sandbox(hide=hide, uid=SANDBOX_UID_BASE + slot, unsafe_no_sandbox=self.unsafe_no_sandbox)
-        from bertlab_grader.grading.preflight import run_preflight
+        from bertlab_grader.grading.prepared import PreparedGrader
 
-        start = time.monotonic()
-        with timing_gate.working():
-            problem = run_preflight(self.sandbox, self.assignment)
-        if problem is not None:
-            self._step("preflight", False, f"the reference solution did not get full marks in the sandbox: {problem}")
+        self.grader = PreparedGrader.start(self.assignment, hide, SANDBOX_UID_BASE + slot, self.unsafe_no_sandbox)
+        if self.grader.problem is not None:
+            self._step("preflight", False, f"the reference solution did not get full marks in the sandbox: "
+                                           f"{self.grader.problem}")
             return False
         self._step("preflight", True, f"the reference solution gets full marks in the sandbox "
-                                      f"({time.monotonic() - start:.0f} s, sandbox uid {SANDBOX_UID_BASE + slot})")
+                                      f"({self.grader.preflight_s:.0f} s, sandbox uid {SANDBOX_UID_BASE + slot})")
         return True
 
     def _main(self) -> None:
@@ -175,23 +173,19 @@ class GraderThread:
         self._close_sandbox()
 
     def _close_sandbox(self) -> None:
-        if self.sandbox is not None:
-            self.sandbox.close()
-            self.sandbox = None
+        if self.grader is not None:
+            self.grader.close()
+            self.grader = None
 
     # -- grading -----------------------------------------------------------------------------------
 
     def _grade(self, payload: dict) -> dict:
         """One submission: {"result": results dict, "measured": new timings} or {"grader_failure": cause}."""
-        from bertlab_grader.grading.scoring import grade_sources
-        from bertlab_grader.performance import gate as timing_gate
         from bertlab_grader.performance import record as timing_record
 
         known = timing_record.KnownTimings(payload.get("known_timings") or {})
-        sources = dict(payload["files"])
         try:
-            with timing_gate.working(), timing_record.use(known, sources):
-                result = grade_sources(self.sandbox, sources, payload["student"], self.assignment)
+            result = self.grader.grade(dict(payload["files"]), payload["student"], timings=known)
         except Exception as exc:  # noqa: BLE001 - a grader failure or a grader bug: never the student's
             return {"grader_failure": f"{type(exc).__name__}: {exc}"}
         return {"result": result, "measured": known.measured}

@@ -54,15 +54,11 @@ def _check_gradebook(course: Path, db_url: Optional[str]) -> tuple[str, str]:
 
 
 def _check_preflight() -> tuple[str, str]:
-    from bertlab_grader.grading.preflight import run_preflight
-    from bertlab_grader.course.pool import open_sandbox
+    from bertlab_grader.grading.prepared import PreparedGrader
 
     start = time.monotonic()
-    sandbox = open_sandbox([], None, False)
-    try:
-        problem = run_preflight(sandbox)
-    finally:
-        sandbox.close()
+    with PreparedGrader.start() as grader:
+        problem = grader.problem
     if problem is not None:
         return FAIL, f"the reference solution did not get full marks in the sandbox: {problem}"
     return OK, f"the reference solution gets full marks in the sandbox ({time.monotonic() - start:.0f} s)"

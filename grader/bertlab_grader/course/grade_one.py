@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bertlab_grader.core.failures import UsageError
 
-from bertlab_grader.course.pool import RunStopped, _check_sandbox, open_sandbox
+from bertlab_grader.course.pool import RunStopped, _check_sandbox
 from bertlab_grader.course.results import format_gradebook
 from bertlab.tasks import EXERCISE_FILES
 
@@ -19,7 +19,8 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
     the results dict (with ``submission_digest`` and ``sandboxed``). Raises UsageError for a folder
     that is not a submission, GraderFailure when the grader failed (nothing is graded then)."""
     from bertlab_grader.course.nbgrader_course import Submission, read_submission_sources, submission_digest, valid_id
-    from bertlab_grader.grading.preflight import explain, run_preflight
+    from bertlab_grader.grading.preflight import explain
+    from bertlab_grader.grading.prepared import PreparedGrader  # (pytest: only where grading happens)
 
     submission = Path(submission).resolve()
     if not submission.is_dir():
@@ -31,16 +32,11 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
     if not sources:
         raise UsageError(f"{submission} holds none of {', '.join(EXERCISE_FILES)}")
     _check_sandbox(unsafe_no_sandbox)
-    sandbox = open_sandbox([str(submission.parent)], None, unsafe_no_sandbox)
-    try:
-        problem = run_preflight(sandbox, assignment)
-        if problem is not None:
-            raise RunStopped(explain(problem))
-        from bertlab_grader.grading.scoring import grade_sources  # (pytest: only in grader workers)
-
-        result = grade_sources(sandbox, sources, student, assignment)
-    finally:
-        sandbox.close()
+    with PreparedGrader.start(assignment, hide=[str(submission.parent)],
+                              unsafe_no_sandbox=unsafe_no_sandbox) as grader:
+        if grader.problem is not None:
+            raise RunStopped(explain(grader.problem))
+        result = grader.grade(sources, student)
     result["submission_digest"] = submission_digest(Submission(student, submission))
     from bertlab_grader.course.submissions import handin_notes
 

@@ -14,7 +14,6 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
-from bertlab_grader.core.locations import KIT_ROOT
 
 SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
 
@@ -25,17 +24,6 @@ def default_workers() -> int:
 
 # ---------------------------------------------------------------------------------------------------
 # Grading one submission (runs inside a trusted grader worker)
-
-
-def open_sandbox(hide: list[str], uid: int | None, unsafe_no_sandbox: bool):
-    """A Sandbox that isolates with bubblewrap, or refuses (SandboxUnavailable) unless the instructor
-    asked for --unsafe-no-sandbox by name."""
-    from bertlab_grader.sandbox import Sandbox
-
-    kwargs = {"kit_root": KIT_ROOT, "hide": hide, "unsafe_no_sandbox": unsafe_no_sandbox}
-    if uid is not None:
-        kwargs["uid"] = uid
-    return Sandbox(**kwargs)
 
 
 def _end_with_the_main_process() -> None:
@@ -70,51 +58,38 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
     ``timings``: the course's timing record (grader/bertlab_grader/performance/record.py), or None to keep none: each
     distinct submission is timed once, and identical files reuse that measurement.
     """
+    # Imported here, in the worker: the main process never imports pytest or the sandbox's client.
+    from bertlab_grader.course.nbgrader_course import read_submission_sources
+    from bertlab_grader.grading.prepared import PreparedGrader
+    from bertlab_grader.grading.scoring import warm_up
     from bertlab_grader.performance import gate as timing_gate
     from bertlab_grader.performance import record as timing_record
-    from bertlab_grader.course.nbgrader_course import read_submission_sources
-    from bertlab_grader.grading.preflight import run_preflight
-    from bertlab_grader.grading.scoring import warm_up
 
     import torch
 
     _end_with_the_main_process()
     torch.set_num_threads(1)  # one core per worker: N workers share the machine without oversubscribing
     timing_gate.install(gate, slot)
-    sandbox = None
-    record = None
     try:
-        if timings is not None:
-            record = timing_record.TimingRecord(Path(timings), timing_record.protocol_digest())
-        sandbox = open_sandbox(hide, SANDBOX_UID_BASE + slot, unsafe_no_sandbox)
+        record = (timing_record.TimingRecord(Path(timings), timing_record.protocol_digest())
+                  if timings is not None else None)
         warm_up()  # already done in the fork server (grader/bertlab_grader/course/worker_preload.py); with spawn, done here
-        with timing_gate.working():
-            problem = run_preflight(sandbox, assignment)
+        grader = PreparedGrader.start(assignment, hide, SANDBOX_UID_BASE + slot, unsafe_no_sandbox)
     except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
         conn.send(("fatal", f"{type(exc).__name__}: {exc}"))
-        if sandbox is not None:
-            sandbox.close()
         return
-    conn.send(("ready", problem))
-    try:
+    conn.send(("ready", grader.problem))
+    with grader:
         while True:
             job = conn.recv()
             if job is None:
                 break
             student, path, part = job
             try:
-                sources = read_submission_sources(path)
-                with timing_gate.working(), timing_record.use(record, sources):
-                    from bertlab_grader.grading.scoring import grade_part, grade_sources  # (pytest: only in workers)
-
-                    if part is None:
-                        conn.send(("result", grade_sources(sandbox, sources, student, assignment)))
-                    else:
-                        conn.send(("part", grade_part(sandbox, sources, student, assignment, part)))
+                answer = grader.grade(read_submission_sources(path), student, part, timings=record)
+                conn.send(("result" if part is None else "part", answer))
             except Exception as exc:  # noqa: BLE001 - a grader failure or a grader bug: never the student's
                 conn.send(("grader_failure", f"{type(exc).__name__}: {exc}"))
-    finally:
-        sandbox.close()
 
 
 class _Worker:

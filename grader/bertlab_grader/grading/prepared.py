@@ -1,0 +1,79 @@
+"""One prepared grader: a warm sandbox that passed its preflight, grading submissions in it.
+
+Every way the kit grades holds one of these, and builds it here only: each worker of the cohort pool
+(``course/pool.py``), each Dask worker's plugin (``cluster/worker_setup.py``), ``bertlab grade-one``
+(``course/grade_one.py``, the Gradescope autograder too) and ``bertlab doctor``. What differs between
+them is what they do around it (which folders to hide, which uid, what to do with a failed preflight),
+not how a sandbox is opened, checked and used.
+
+    with PreparedGrader.start(hide=[course], uid=61001) as grader:
+        if grader.problem is not None:      # the reference lost points in this sandbox
+            ...                             # report it; grade nobody
+        result = grader.grade(sources, "alice")          # a whole submission: a results dict
+        part = grader.grade(sources, "alice", part=job)  # one part of a segmented one: {"result", "memos"}
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping, Optional, Sequence
+
+from bertlab_grader.core.locations import KIT_ROOT
+from bertlab_grader.grading.preflight import run_preflight
+from bertlab_grader.grading.scoring import grade_part, grade_sources
+from bertlab_grader.performance import gate as timing_gate
+from bertlab_grader.performance import record as timing_record
+from bertlab_grader.sandbox import Sandbox
+
+
+class PreparedGrader:
+    """A warm sandbox, its preflight's verdict, and the one way to grade in it.
+
+    ``problem``: None when the reference solution got full marks in this very sandbox, else the first
+    thing it lost (the caller decides what a failed preflight means: the pool reports it and grades
+    nobody, ``grade-one`` raises, ``doctor`` prints it). ``preflight_s``: how long the preflight took.
+    """
+
+    def __init__(self, sandbox: Sandbox, assignment: str, problem: Optional[str], preflight_s: float):
+        self.sandbox, self.assignment = sandbox, assignment
+        self.problem, self.preflight_s = problem, preflight_s
+
+    @classmethod
+    def start(cls, assignment: str = "week7", hide: Sequence[str] = (), uid: Optional[int] = None,
+              unsafe_no_sandbox: bool = False) -> "PreparedGrader":
+        """Open a sandbox (bubblewrap, or SandboxUnavailable unless the instructor asked for
+        ``unsafe_no_sandbox`` by name) that hides ``hide`` and runs student code as ``uid``, then run the
+        preflight in it. Whatever fails on the way closes the sandbox and raises."""
+        kwargs = {"kit_root": KIT_ROOT, "hide": list(hide), "unsafe_no_sandbox": unsafe_no_sandbox}
+        if uid is not None:
+            kwargs["uid"] = uid
+        sandbox = Sandbox(**kwargs)
+        try:
+            start = time.monotonic()
+            with timing_gate.working():  # the preflight is work: it waits while another worker times
+                problem = run_preflight(sandbox, assignment)
+            return cls(sandbox, assignment, problem, time.monotonic() - start)
+        except BaseException:
+            sandbox.close()
+            raise
+
+    def grade(self, sources: Mapping[str, str], student: str, part: Optional[dict] = None,
+              timings: Optional[timing_record.TimingRecord | timing_record.KnownTimings] = None) -> dict:
+        """Grade ``sources`` ({"cka.py": text, ...}) as ``student``: the whole submission (a results
+        dict), or with ``part`` one part of a submission graded in segments ({"result", "memos"},
+        ``grading/segments.py``). ``timings``: where the performance task reuses and keeps this
+        submission's measurements (None: it measures afresh and keeps nothing). Raises GraderFailure
+        when the grader failed; a student's mistake is a result, never an exception."""
+        with timing_gate.working(), timing_record.use(timings, dict(sources)):
+            if part is None:
+                return grade_sources(self.sandbox, dict(sources), student, self.assignment)
+            return grade_part(self.sandbox, dict(sources), student, self.assignment, part)
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+    def __enter__(self) -> "PreparedGrader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
