@@ -47,7 +47,7 @@ def _grade(cohort: dict, workdir: Path, name: str, **where) -> tuple[float, dict
     """Wall seconds, results, summary, and the run's phases: {"start_up_s" (to the first recorded
     result), "warm_s_per_submission" (first to last result), "export_feedback_s" (after the last)}."""
     from bertlab_grader.course import runner
-    from bertlab_grader.course.nbgrader_course import load_results
+    from bertlab_grader.course.results import load_results
 
     course = workdir / name
     write_submissions(course, cohort)
@@ -97,18 +97,18 @@ def recording_rate(result: dict, records: int, db_url: str | None, workdir: Path
     run's writer (journaled, batched), from the first result to the writer closed (the last batch
     written, the course's files synced, the journal removed)."""
     from bertlab_grader.course import journal
-    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.course import config as course_config, gradebook as course_gradebook, results as course_results
     from bertlab_grader.grading.scoring import max_points_by_task
 
     course = workdir / f"recording-{'postgres' if db_url else 'sqlite'}"
     (course / "submitted").mkdir(parents=True)
-    nbcourse.init_course(course, ASSIGNMENT, max_points=max_points_by_task(), db_url=db_url)
+    course_config.init_course(course, ASSIGNMENT, max_points=max_points_by_task(), db_url=db_url)
     start = time.monotonic()
-    with nbcourse.keep_gradebook_open(course, db_url), journal.ResultWriter(course, ASSIGNMENT, db_url) as writer:
+    with course_gradebook.keep_gradebook_open(course, db_url), journal.ResultWriter(course, ASSIGNMENT, db_url) as writer:
         for i in range(records):
             writer.record({**result, "student": f"r{i:05d}"})
     rate = records / (time.monotonic() - start)
-    recorded = nbcourse.load_results(course, ASSIGNMENT)
+    recorded = course_results.load_results(course, ASSIGNMENT)
     if len(recorded) != records:
         raise SystemExit(f"recorded {len(recorded)} results.json of {records}: the writer lost some")
     return rate

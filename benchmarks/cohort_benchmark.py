@@ -230,28 +230,28 @@ def run_bertlab(cohort: dict, workers: int, workdir: Path, every_copy: bool = Fa
     exit code (0: every submission graded; see docs/commands.md). ``every_copy``: grade each copy of
     the same files on its own, as if no two students handed in identical files. ``phases``, when
     given, is filled with the run's phases in wall seconds (``run_phases``)."""
-    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.course import results as course_results
     from bertlab_grader.course.runner import grade_course
 
     course = workdir / ("bertlab-course-every-copy" if every_copy else "bertlab-course")
     write_submissions(course, cohort)
     with contextlib.ExitStack() as stack:
-        marks = stack.enter_context(_phase_marks(nbcourse)) if phases is not None else None
+        marks = stack.enter_context(_phase_marks()) if phases is not None else None
         start = time.monotonic()
         code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, grade_copies_once=not every_copy)
         elapsed = time.monotonic() - start
     if phases is not None:
         phases.update(run_phases(marks, start, elapsed))
-    return elapsed, nbcourse.load_results(course, ASSIGNMENT), code
+    return elapsed, course_results.load_results(course, ASSIGNMENT), code
 
 
 @contextlib.contextmanager
-def _phase_marks(nbcourse):
+def _phase_marks():
     """While open, the main process's recording and its export-and-feedback are timed (the grader's
     own functions wrapped in this process; nothing of the grader changes): {"records": [(start, end)]
     of each result handed to the run's writer, "writes": [(start, end)] of everything the writer did
     (journal lines, gradebook batches), "export_feedback": [(start, end)]}, monotonic seconds."""
-    from bertlab_grader.course import journal
+    from bertlab_grader.course import gradebook, journal
 
     marks: dict[str, list] = {"records": [], "writes": [], "export_feedback": []}
     originals = []
@@ -272,7 +272,7 @@ def _phase_marks(nbcourse):
     timed(journal.ResultWriter, "record", "records", "writes")
     timed(journal.ResultWriter, "flush", "writes")
     timed(journal.ResultWriter, "close", "writes")
-    timed(nbcourse, "export_and_feedback", "export_feedback")
+    timed(gradebook, "export_and_feedback", "export_feedback")
     try:
         yield marks
     finally:

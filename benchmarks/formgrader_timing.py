@@ -3,7 +3,7 @@ results) in a cohort of 100.
 
     python benchmarks/formgrader_timing.py [--students 100] [--repeat 5] [--keep DIR]
 
-Nothing is graded: the course is built through ``bertlab_grader.course.nbgrader_course`` as
+Nothing is graded: the course is built through ``bertlab_grader.course`` (config, gradebook) as
 ``bertlab grade`` leaves one (``init_course``, then ``record_result`` per student, which puts the
 student's files into the graded notebook), each student handing in the kit's reference files with a
 line of their own. Then formgrader (a Jupyter server with nbgrader's formgrader extension, on a free
@@ -61,7 +61,8 @@ def build_review_course(course: Path, files: dict[str, dict[str, str]], results:
                         max_points: dict[str, float]) -> None:
     """A course as ``bertlab grade`` leaves it: ``files`` ({student: {filename: text}}) handed in under
     submitted/, each student's result (``results``) recorded, which writes the graded notebook."""
-    from bertlab_grader.course.nbgrader_course import init_course, keep_gradebook_open, record_result
+    from bertlab_grader.course.config import init_course
+    from bertlab_grader.course.gradebook import keep_gradebook_open, record_result
 
     init_course(course, ASSIGNMENT, max_points)
     for student, sources in files.items():
@@ -134,7 +135,7 @@ def submission_url(course: Path, base: str, token: str, student: str) -> str:
     """formgrader's page of ``student``'s graded notebook (Manual Grading > week7 > week7 > the student)."""
     from nbgrader.api import Gradebook
 
-    from bertlab_grader.course.nbgrader_course import course_db_url
+    from bertlab_grader.course.config import course_db_url
 
     with Gradebook(course_db_url(course)) as gb:
         submission_id = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student).id

@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     from bertlab_grader.core.locations import reference_sources
-    from bertlab_grader.course.nbgrader_course import read_submission_sources
+    from bertlab_grader.course.submissions import read_submission_sources
     from bertlab_grader.mutants import load_bank
     from bertlab_grader.sandbox import Sandbox
     from bertlab_grader.grading.scoring import run_hidden_suite, warm_up

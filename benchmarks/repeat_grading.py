@@ -51,7 +51,7 @@ def probe_submissions() -> dict[str, dict[str, str]]:
 
 
 def grade_once(submissions: dict, copies: int, workers: int, workdir: Path, record: bool) -> tuple[float, dict]:
-    from bertlab_grader.course.nbgrader_course import load_results
+    from bertlab_grader.course.results import load_results
     from bertlab_grader.course.runner import grade_course
 
     course = workdir / "course"

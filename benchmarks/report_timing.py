@@ -2,7 +2,7 @@
 
     python benchmarks/report_timing.py [--sizes 100 2000] [--keep DIR] [--similar]
 
-Nothing is graded: each course is built through ``bertlab_grader.course.nbgrader_course`` as ``bertlab grade`` leaves
+Nothing is graded: each course is built through ``bertlab_grader.course`` (config, gradebook) as ``bertlab grade`` leaves
 one (``init_course``, ``record_result`` per student, ``export_grades`` for grades.csv, and the run
 summary ``runner.write_last_run`` keeps), from synthetic results over the real hidden tests' names
 and points, with the named mistakes of ``bertlab.mistakes`` and performance ratios. A few students
@@ -87,8 +87,9 @@ def build_course(course: Path, n: int, *, seed: int = 0, layout=None, not_graded
     ``submitted/zz-loose-files``, holds files in the wrong place (a layout problem). Returns
     {"results": {student: result}, "not_graded": {student: cause}, "layout": [LayoutProblem]}.
     """
-    from bertlab_grader.course.nbgrader_course import (error_result, export_grades, init_course, keep_gradebook_open,
-                                       record_result)
+    from bertlab_grader.course.results import error_result
+    from bertlab_grader.course.gradebook import export_grades, keep_gradebook_open, record_result
+    from bertlab_grader.course.config import init_course
     from bertlab_grader.course.runner import RunSummary, write_last_run
     from bertlab_grader.course.submissions import scan_submitted
 

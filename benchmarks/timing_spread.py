@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     import torch
 
     from bertlab.implementations import load_implementation
-    from bertlab_grader.course.nbgrader_course import read_submission_sources
+    from bertlab_grader.course.submissions import read_submission_sources
     from bertlab_grader.core.locations import reference_sources
     from bertlab_grader.performance.timing import TimedInputs, compare_speed, reference_call, student_call
     from bertlab_grader.sandbox import Sandbox

@@ -21,7 +21,7 @@ sys.path.insert(0, str(KIT_ROOT))
 def main() -> int:
     import torch
 
-    from bertlab_grader.course.nbgrader_course import read_submission_sources
+    from bertlab_grader.course.submissions import read_submission_sources
     from bertlab_grader.mutants import load_bank
     from bertlab_grader.core.locations import reference_sources
     from bertlab_grader.sandbox import Sandbox

@@ -1,6 +1,6 @@
 """The kit's own test session: every results.json any test produced must match results.schema.json.
 
-Grading validates each document before writing it (bertlab_grader.course.nbgrader_course.validate_result), so a
+Grading validates each document before writing it (bertlab_grader.course.results.validate_result), so a
 mismatch here means something wrote results.json around that check. The check runs once, at the end
 of the session, over every results.json under pytest's temporary folders (demo courses, cohorts,
 the wheel installed in a virtualenv), and fails the session naming the file and the first error.

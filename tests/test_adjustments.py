@@ -8,7 +8,8 @@ import json
 import pytest
 
 from bertlab_grader.course.adjustments import KEPT, SET_ASIDE, set_aside_path
-from bertlab_grader.course.nbgrader_course import course_db_url, init_course, record_result
+from bertlab_grader.course.config import course_db_url, init_course
+from bertlab_grader.course.gradebook import record_result
 from bertlab_grader.course.runner import RunSummary
 
 ASSIGNMENT = "week7"

@@ -224,6 +224,38 @@ def test_the_mapped_folders_are_the_ones_the_page_lists():
                                    "bertlab_grader.kit_docs"}, "a new mapped folder needs a reason on the page"
 
 
+def _top_level_names(path: Path) -> set[str]:
+    """The names a module defines itself: functions, classes and assignments at its top level (inside
+    an ``if`` or ``try`` there too), not the names it imports."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        for sub in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(sub.name)
+            elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                for target in (sub.targets if isinstance(sub, ast.Assign) else [sub.target]):
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
+
+
+def test_each_name_is_imported_from_the_module_that_defines_it():
+    """No door: a module that passes on another module's names gives one concept two addresses, and
+    callers drift between them (the course room had such a module, re-exporting 37 names, and most
+    callers went around it). A package's ``__init__.py`` may still name its public members."""
+    modules = kit_modules()
+    defined = {name: _top_level_names(path) for name, path in modules.items()}
+    passed_on = []
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules):
+                continue
+            if modules[node.module].name == "__init__.py":
+                continue
+            passed_on += [f"{module} takes {alias.name} from {node.module}" for alias in node.names
+                          if alias.name not in defined[node.module] and f"{node.module}.{alias.name}" not in modules]
+    assert passed_on == [], "import each name from the module that defines it: " + "; ".join(passed_on)
+
+
 def test_pyproject_installs_every_package_of_the_checkout():
     """A folder with an __init__.py that pyproject.toml does not list would be missing from the wheel
     (setuptools installs exactly the packages named there)."""

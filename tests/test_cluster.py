@@ -30,7 +30,7 @@ pytest.importorskip("distributed", reason="the cluster extra: pip install 'bertl
 
 from bertlab_grader.cluster import task as cluster_task  # noqa: E402
 from bertlab_grader.commands.demo import build_demo_course  # noqa: E402
-from bertlab_grader.course import journal, nbgrader_course, runner  # noqa: E402
+from bertlab_grader.course import gradebook, journal, runner  # noqa: E402
 from bertlab_grader.course.results import grade_differences  # noqa: E402
 
 from dask_processes import CliCluster  # noqa: E402
@@ -121,13 +121,13 @@ def test_a_worker_killed_mid_submission_costs_nothing_and_nothing_is_recorded_tw
     students = ["alice", "bob", "carol", "dave"]
     course = _course(tmp_path, students)
     recorded: list[str] = []
-    real_record = nbgrader_course.record_results
+    real_record = gradebook.record_results
 
     def counting(course_dir, entries, db_url=None, **kwargs):  # the run's writer records in batches through it
         recorded.extend(e["result"]["student"] for e in entries)
         return real_record(course_dir, entries, db_url, **kwargs)
 
-    monkeypatch.setattr(nbgrader_course, "record_results", counting)
+    monkeypatch.setattr(gradebook, "record_results", counting)
     killed: dict = {}
     with cli_cluster.client() as client:  # the scheduler keeps the events of earlier runs
         seen = {e.get("run") for _, e in client.get_events(cluster_task.EVENT_TOPIC)}
@@ -275,7 +275,7 @@ def test_ctrl_c_keeps_every_finished_result_and_half_writes_nothing(cli_cluster,
     assert not left, f"half-written files: {left}"
     from nbgrader.api import Gradebook
 
-    from bertlab_grader.course.nbgrader_course import course_db_url
+    from bertlab_grader.course.config import course_db_url
 
     with Gradebook(course_db_url(course)) as gb:
         in_gradebook = sorted(s.student.id for s in gb.assignment_submissions("week7"))

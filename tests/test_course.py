@@ -23,24 +23,10 @@ import pytest
 
 from bertlab.tasks import EXERCISE_FILES, GRADED_TASKS
 from bertlab_grader.course import submissions as subs
-from bertlab_grader.course.nbgrader_course import (
-    CourseError,
-    course_db_url,
-    course_max_points,
-    error_result,
-    export_grades,
-    export_and_feedback,
-    generate_feedback,
-    init_course,
-    keep_gradebook_open,
-    list_submissions,
-    nbgrader_environment,
-    load_results,
-    read_submission_sources,
-    record_result,
-    validate_result,
-    write_results_json,
-)
+from bertlab_grader.course.config import CourseError, course_db_url, init_course, nbgrader_environment
+from bertlab_grader.course.results import course_max_points, error_result, load_results, validate_result, write_results_json
+from bertlab_grader.course.gradebook import export_grades, export_and_feedback, generate_feedback, keep_gradebook_open, record_result
+from bertlab_grader.course.submissions import list_submissions, read_submission_sources
 
 ASSIGNMENT = "week7"
 
@@ -564,7 +550,8 @@ def test_nbgrader_main_takes_an_argument_longer_than_a_command_line_allows(tmp_p
 
 def test_results_schema_accepts_what_the_kit_writes_and_rejects_the_rest(tmp_path):
     """results.schema.json is the published format: every results.json goes through it when written."""
-    from bertlab_grader.course.nbgrader_course import RESULTS_SCHEMA, check_results_schema
+    from bertlab_grader.core.locations import RESULTS_SCHEMA
+    from bertlab_grader.course.results import check_results_schema
 
     import jsonschema
 

@@ -93,7 +93,7 @@ def test_demo_hostile_submission_left_no_trace(demo):
 
 
 def test_demo_results_match_the_published_schema(demo):
-    from bertlab_grader.course.nbgrader_course import check_results_schema
+    from bertlab_grader.course.results import check_results_schema
 
     for student, result in demo["results"].items():
         check_results_schema(result)

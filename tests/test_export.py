@@ -17,7 +17,9 @@ import pytest
 
 from bertlab.cli import main
 from bertlab.tasks import EXERCISE_FILES, GRADED_TASKS
-from bertlab_grader.course.nbgrader_course import course_db_url, course_max_points, init_course, record_result
+from bertlab_grader.course.config import course_db_url, init_course
+from bertlab_grader.course.results import course_max_points
+from bertlab_grader.course.gradebook import record_result
 from bertlab_grader.export.lms import number
 from bertlab_grader.course.submissions import scan_submitted, submission_digest
 

@@ -137,7 +137,7 @@ def test_screenshot_of_the_review(review):
 
 
 def test_feedback_html_shows_the_same_code(review):
-    from bertlab_grader.course.nbgrader_course import generate_feedback
+    from bertlab_grader.course.gradebook import generate_feedback
 
     feedback = generate_feedback(review["course"], ASSIGNMENT, student="amy")
     page = (feedback / "amy" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()

@@ -257,19 +257,20 @@ def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "_pool_results", fake_pool)
     monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
     monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
-    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.course import config as course_config, gradebook as course_gradebook
+    from bertlab_grader.course import results as course_results, submissions as course_submissions
 
     # Only the selection is under test: no gradebook, export or feedback.
-    monkeypatch.setattr(nbcourse, "init_course", lambda *a, **k: None)
-    monkeypatch.setattr(nbcourse, "record_results", lambda course, entries, *a, **k: [course] * len(entries))
-    monkeypatch.setattr(nbcourse, "export_and_feedback", lambda *a, **k: (None, None))
-    monkeypatch.setattr(nbcourse, "keep_gradebook_open", lambda *a, **k: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(course_config, "init_course", lambda *a, **k: None)
+    monkeypatch.setattr(course_gradebook, "record_results", lambda course, entries, *a, **k: [course] * len(entries))
+    monkeypatch.setattr(course_gradebook, "export_and_feedback", lambda *a, **k: (None, None))
+    monkeypatch.setattr(course_gradebook, "keep_gradebook_open", lambda *a, **k: __import__("contextlib").nullcontext())
 
     for student in ("s1", "s2"):  # both graded before, with the digests of their current files
-        sub = nbcourse.Submission(student, course / "submitted" / student / "week7")
-        result = nbcourse.error_result(student, "week7", "x", {"cka": 1.0})
-        result["submission_digest"] = nbcourse.submission_digest(sub)
-        nbcourse.write_results_json(course, result)
+        sub = course_submissions.Submission(student, course / "submitted" / student / "week7")
+        result = course_results.error_result(student, "week7", "x", {"cka": 1.0})
+        result["submission_digest"] = course_submissions.submission_digest(sub)
+        course_results.write_results_json(course, result)
     summary = runner.run_course(course, "week7", quiet=True)
     assert chosen["todo"] == [] and sorted(summary.unchanged) == ["s1", "s2"]
     summary = runner.run_course(course, "week7", quiet=True, regrade_all=True)
@@ -280,7 +281,7 @@ def test_copies_are_graded_once_and_each_gets_the_result_under_its_own_name(tmp_
     """Identical files are graded once: only the first of each set of files goes to the workers,
     and every copy is recorded with that result, under its own name; a grader failure of the first
     leaves its copies ungraded too, with the same cause (the selection and recording alone)."""
-    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.course import results as course_results, submissions as course_submissions
     from bertlab_grader.course import runner
 
     course = tmp_path / "course"
@@ -296,19 +297,22 @@ def test_copies_are_graded_once_and_each_gets_the_result_under_its_own_name(tmp_
             if s.student == "s5":
                 yield s, None, "the worker died"
             else:
-                yield s, {**nbcourse.error_result(s.student, "week7", f"graded as {s.student}", {"cka": 1.0})}, None
+                yield s, {**course_results.error_result(s.student, "week7", f"graded as {s.student}", {"cka": 1.0})}, None
 
     monkeypatch.setattr(runner, "_pool_results", fake_pool)
     monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
     monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
-    monkeypatch.setattr(nbcourse, "init_course", lambda *a, **k: None)
+    from bertlab_grader.course import config as course_config, gradebook as course_gradebook
+
+    monkeypatch.setattr(course_config, "init_course", lambda *a, **k: None)
+
     def record_results(course, entries, db_url=None, **kw):  # the run's writer records through it, in batches
         recorded.update({e["result"]["student"]: e["result"] for e in entries})
         return [course] * len(entries)
 
-    monkeypatch.setattr(nbcourse, "record_results", record_results)
-    monkeypatch.setattr(nbcourse, "export_and_feedback", lambda *a, **k: (None, None))
-    monkeypatch.setattr(nbcourse, "keep_gradebook_open", lambda *a, **k: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(course_gradebook, "record_results", record_results)
+    monkeypatch.setattr(course_gradebook, "export_and_feedback", lambda *a, **k: (None, None))
+    monkeypatch.setattr(course_gradebook, "keep_gradebook_open", lambda *a, **k: __import__("contextlib").nullcontext())
     summary = runner.run_course(course, "week7", quiet=True)
     assert sent == ["s1", "s3", "s5"], "each set of files goes to the workers once, the first student's"
     assert sorted(recorded) == ["s1", "s2", "s3", "s4"]

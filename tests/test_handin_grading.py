@@ -28,7 +28,7 @@ from bertlab.handin.manifest import MANIFEST_NAME
 from bertlab.tasks import ASSIGNMENT, EXERCISE_FILES
 from bertlab_grader.authoring.release import release
 from bertlab_grader.core.locations import REFERENCE_DIR
-from bertlab_grader.course.nbgrader_course import init_course
+from bertlab_grader.course.config import init_course
 from bertlab_grader.grading.scoring import max_points_by_task
 from bertlab_grader.mutants import load_bank
 

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from bertlab.tasks import EXERCISE_FILES
-from bertlab_grader.course import journal, nbgrader_course as nbcourse
-from bertlab_grader.course.nbgrader_course import course_db_url, error_result, init_course
+from bertlab_grader.course import gradebook, journal, submissions
+from bertlab_grader.course.config import course_db_url, init_course
+from bertlab_grader.course.results import error_result
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "week7"
@@ -90,8 +91,8 @@ def _result(course: Path, student: str, i: int) -> dict:
     result = error_result(student, ASSIGNMENT, "set-up", _max_points())
     result["tests"][0].update(outcome="passed", points=float(i % 4), message="")
     result["score"] = float(i % 4)
-    sub = nbcourse.Submission(student, course / "submitted" / student / ASSIGNMENT)
-    result["submission_digest"] = nbcourse.submission_digest(sub)
+    sub = submissions.Submission(student, course / "submitted" / student / ASSIGNMENT)
+    result["submission_digest"] = submissions.submission_digest(sub)
     return result
 
 
@@ -133,7 +134,7 @@ def _journaled(course: Path) -> dict[str, dict]:
 CHILD = r"""
 import json, os, signal, sys
 from pathlib import Path
-from bertlab_grader.course import gradebook, journal, nbgrader_course as nbcourse
+from bertlab_grader.course import gradebook, journal
 
 course, db_url, crash, batch = Path(sys.argv[1]), sys.argv[2] or None, sys.argv[3], int(sys.argv[4])
 results = json.loads(Path(sys.argv[5]).read_text())
@@ -157,7 +158,7 @@ def write(path, text, sync):
             os.kill(os.getpid(), signal.SIGKILL)
 
 gradebook._record_in_gradebook, gradebook._write = record_in_gradebook, write
-with nbcourse.keep_gradebook_open(course, db_url):
+with gradebook.keep_gradebook_open(course, db_url):
     with journal.ResultWriter(course, "week7", db_url, batch_size=batch, max_wait_s=1e9) as writer:
         for result in results:
             writer.record(result)
@@ -205,7 +206,7 @@ def _next_run(course: Path, db_url: str | None, monkeypatch):
     monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
     monkeypatch.setattr(runner, "start_fork_server", lambda: None)
     monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
-    monkeypatch.setattr(nbcourse, "export_and_feedback", lambda *a, **k: (None, None))
+    monkeypatch.setattr(gradebook, "export_and_feedback", lambda *a, **k: (None, None))
     summary = runner.run_course(course, ASSIGNMENT, db_url=db_url, quiet=True)
     return summary, graded
 
@@ -255,13 +256,13 @@ def test_the_writer_records_in_batches_and_removes_its_journal(tmp_path, monkeyp
     students = [f"s{i}" for i in range(5)]
     course = _course(tmp_path, students, None)
     batches, recorded = [], []
-    real = nbcourse.record_results
+    real = gradebook.record_results
 
     def counting(course_dir, entries, db_url=None, **kwargs):
         batches.append([e["result"]["student"] for e in entries])
         return real(course_dir, entries, db_url, **kwargs)
 
-    monkeypatch.setattr(nbcourse, "record_results", counting)
+    monkeypatch.setattr(gradebook, "record_results", counting)
     with journal.ResultWriter(course, ASSIGNMENT, batch_size=2, max_wait_s=1e9) as writer:
         for i, student in enumerate(students):
             writer.record(_result(course, student, i), on_recorded=recorded.append)
@@ -305,14 +306,14 @@ def test_a_live_writers_journal_is_not_replayed(tmp_path):
 def test_replay_leaves_out_a_cut_short_last_line_and_what_results_json_already_holds(tmp_path, monkeypatch):
     course = _course(tmp_path, ["ann", "bo", "cy"], None)
     ann, bo = _result(course, "ann", 1), _result(course, "bo", 2)
-    nbcourse.record_result(course, ann)  # recorded completely before the kill
+    gradebook.record_result(course, ann)  # recorded completely before the kill
     path = course / ".bertlab" / f"recording-{ASSIGNMENT}-{time.time_ns():020d}-1.jsonl"
     lines = [json.dumps({"format": journal.FORMAT, "result": r, "timestamp": None}) for r in (ann, bo)]
     cut = json.dumps({"format": journal.FORMAT, "result": _result(course, "cy", 3), "timestamp": None})
     path.write_text("\n".join(lines) + "\n" + cut[: len(cut) // 2])
     replayed = []
-    real = nbcourse.record_results
-    monkeypatch.setattr(nbcourse, "record_results", lambda c, entries, *a, **k: replayed.extend(
+    real = gradebook.record_results
+    monkeypatch.setattr(gradebook, "record_results", lambda c, entries, *a, **k: replayed.extend(
         e["result"]["student"] for e in entries) or real(c, entries, *a, **k))
     assert journal.replay(course, ASSIGNMENT) == ["bo"]
     assert replayed == ["bo"], "ann's results.json already held her journaled result"
@@ -327,7 +328,7 @@ def test_a_gradebook_that_cannot_be_written_keeps_the_journal_for_the_next_run(t
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(nbcourse, "record_results", broken)
+    monkeypatch.setattr(gradebook, "record_results", broken)
     with journal.ResultWriter(course, ASSIGNMENT) as writer:
         writer.record(_result(course, "ann", 1), on_failed=lambda s, cause: failed.append((s, cause)))
     assert failed == [("ann", "the result could not be recorded: OSError: disk full")]

@@ -385,7 +385,7 @@ def test_answers_remembered_by_their_inputs_earn_no_speed_points():
     measure far faster than their twin; each timed call gets an independent draw of its inputs, so
     each measures as its twin does (or a little slower: it computes its key) and earns no more."""
     from bertlab_grader.core.locations import KIT_ROOT
-    from bertlab_grader.course.nbgrader_course import read_submission_sources
+    from bertlab_grader.course.submissions import read_submission_sources
     from bertlab_grader.grading.scoring import grade_sources
     from bertlab_grader.mutants import load_bank
     from bertlab_grader.sandbox import Sandbox

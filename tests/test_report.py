@@ -2,7 +2,7 @@
 Playwright's Python package; never a browser Playwright downloads).
 
 One course per module, built without grading (benchmarks/report_timing.py ``build_course``: synthetic
-results recorded through ``bertlab_grader.course.nbgrader_course``, grades.csv from ``nbgrader export``, the run
+results recorded through ``bertlab_grader.course.gradebook``, grades.csv from ``nbgrader export``, the run
 summary ``bertlab grade`` keeps): five graded students (one id holds HTML characters, one has a manual
 grade in grades.csv), one refused zip (recorded as zero), one student the grader failed on, and one
 folder holding no submission. The similarity section is fed a planted list. Every figure the page shows is read from the DOM and

@@ -43,7 +43,7 @@ def test_grade_one_json(tmp_path):
     proc = _bertlab("grade-one", str(submission), "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
-    from bertlab_grader.course.nbgrader_course import check_results_schema
+    from bertlab_grader.course.results import check_results_schema
 
     check_results_schema(result)
     assert result["student"] == "zoe" and result["assignment"] == "week7"

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from bertlab.tasks import EXERCISES, EXERCISE_TASKS, PERFORMANCE, Exercise, dependents
-from bertlab_grader.core.failures import UsageError
+from bertlab.errors import UsageError
 from bertlab_grader.core.locations import CHECKOUT
 
 TEMPLATES = Path(__file__).resolve().parent / "task_template"

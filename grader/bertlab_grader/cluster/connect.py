@@ -19,7 +19,8 @@ import shutil
 import tempfile
 from typing import Iterator, Optional
 
-from bertlab_grader.core.failures import MAX_ATTEMPTS, UsageError
+from bertlab.errors import UsageError
+from bertlab_grader.core.failures import MAX_ATTEMPTS
 
 CONNECT_TIMEOUT_S = 10.0
 

@@ -69,7 +69,7 @@ def build_demo_course(course: Path) -> Path:
 
 
 def run_demo(keep: str | None = None, workers: int | None = None, unsafe_no_sandbox: bool = False) -> int:
-    from bertlab_grader.course.nbgrader_course import load_results
+    from bertlab_grader.course.results import load_results
     from bertlab_grader.course.pool import start_fork_server
     from bertlab_grader.course.runner import grade_course
 

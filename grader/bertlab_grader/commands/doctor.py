@@ -35,7 +35,7 @@ def _check_model() -> tuple[str, str]:
 
 
 def _check_course(course: Path, assignment: str, db_url: Optional[str]) -> tuple[str, str]:
-    from bertlab_grader.course.nbgrader_course import scan_submitted
+    from bertlab_grader.course.submissions import scan_submitted
     from bertlab_grader.course.preconditions import check_course_for_grading
 
     check_course_for_grading(course, assignment, db_url)
@@ -47,7 +47,7 @@ def _check_course(course: Path, assignment: str, db_url: Optional[str]) -> tuple
 
 
 def _check_gradebook(course: Path, db_url: Optional[str]) -> tuple[str, str]:
-    from bertlab_grader.course.nbgrader_course import check_gradebook
+    from bertlab_grader.course.config import check_gradebook
 
     url = check_gradebook(course, db_url)
     return OK, f"writable: {url}"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 
-from bertlab.errors import ReportedError, UsageError
+from bertlab.errors import ReportedError
 
-__all__ = ["GraderFailure", "RunStopped", "UsageError", "SUBMISSION_DEADLINE_S", "MAX_ATTEMPTS"]
+__all__ = ["GraderFailure", "RunStopped", "SUBMISSION_DEADLINE_S", "MAX_ATTEMPTS"]
 
 # When a fault becomes "not graded because of the grader" (the local runner and a Dask cluster alike):
 SUBMISSION_DEADLINE_S = float(os.environ.get("BERTLAB_SUBMISSION_DEADLINE_S", 600))  # whole suite, one student

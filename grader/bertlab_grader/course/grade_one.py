@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bertlab_grader.core.failures import UsageError
+from bertlab.errors import UsageError
 
-from bertlab_grader.course.pool import RunStopped, _check_sandbox
+from bertlab_grader.core.failures import RunStopped
+from bertlab_grader.course.pool import _check_sandbox
 from bertlab_grader.course.results import format_gradebook
 from bertlab.tasks import EXERCISE_FILES
 
@@ -18,7 +19,7 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
     """Grade one submission directory in a fresh sandbox, after a preflight in that same sandbox;
     the results dict (with ``submission_digest`` and ``sandboxed``). Raises UsageError for a folder
     that is not a submission, GraderFailure when the grader failed (nothing is graded then)."""
-    from bertlab_grader.course.nbgrader_course import Submission, read_submission_sources, submission_digest, valid_id
+    from bertlab_grader.course.submissions import Submission, read_submission_sources, submission_digest, valid_id
     from bertlab_grader.grading.preflight import explain
     from bertlab_grader.grading.prepared import PreparedGrader  # (pytest: only where grading happens)
 
@@ -41,7 +42,7 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
     from bertlab_grader.course.submissions import handin_notes
 
     result["notes"] = handin_notes(submission)  # (validate_result drops an empty list)
-    from bertlab_grader.course.nbgrader_course import check_results_schema, validate_result
+    from bertlab_grader.course.results import check_results_schema, validate_result
 
     result = validate_result(result)
     check_results_schema(result)

@@ -225,7 +225,7 @@ def replay(course: Path, assignment: str, db_url: str | None = None,
     warning: that student has no results.json for it, so the run grades them again. If the gradebook
     cannot be written at all, GraderFailure: the journal stays, and nothing newer is recorded over it."""
     from bertlab_grader.core.failures import GraderFailure
-    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.course import gradebook as course_gradebook
     from bertlab_grader.course.results import checked_result
 
     course = Path(course)
@@ -247,7 +247,7 @@ def replay(course: Path, assignment: str, db_url: str | None = None,
         recorded = []
         if todo:
             try:
-                outcomes = nbcourse.record_results(course, todo, db_url, on_adjustment=on_adjustment, sync=False)
+                outcomes = course_gradebook.record_results(course, todo, db_url, on_adjustment=on_adjustment, sync=False)
             except Exception as exc:  # noqa: BLE001 - the gradebook or the disk
                 names = ", ".join(str(p) for p, _ in orphans)
                 raise GraderFailure(
@@ -276,7 +276,7 @@ def replay(course: Path, assignment: str, db_url: str | None = None,
 class ResultWriter:
     """The run's one writer: ``record`` journals a result (its line synced by the journal's thread) and
     queues it; the queue is
-    written (``nbgrader_course.record_results``: one gradebook transaction, then the files) when it
+    written (``gradebook.record_results``: one gradebook transaction, then the files) when it
     holds ``batch_size`` results, when its oldest waited ``max_wait_s`` by the next result's arrival,
     and at ``close``.
 
@@ -307,9 +307,9 @@ class ResultWriter:
                on_failed: Callable[[str, str], None] | None = None) -> None:
         """Check ``result`` (ValueError when it is not a valid result: nothing is journaled), journal
         it, queue it, and write the queue if it is due."""
-        from bertlab_grader.course import nbgrader_course as nbcourse
+        from bertlab_grader.course import gradebook as course_gradebook
 
-        entry = nbcourse.prepare_record(self.course, result)
+        entry = course_gradebook.prepare_record(self.course, result)
         if self._journal is None:
             self._journal = Journal(self.course, self.assignment)
         self._journal.append({"format": FORMAT, **entry})
@@ -321,7 +321,7 @@ class ResultWriter:
 
     def flush(self) -> None:
         """Write the queued results now."""
-        from bertlab_grader.course import nbgrader_course as nbcourse
+        from bertlab_grader.course import gradebook as course_gradebook
 
         batch, self._pending = self._pending, []
         if not batch:
@@ -329,7 +329,7 @@ class ResultWriter:
         failed_before, self._unwritten = self._unwritten, True  # (a Ctrl-C mid-batch keeps the journal)
         try:
             self._journal.wait_synced()  # nothing reaches the gradebook that the journal could lose
-            outcomes = nbcourse.record_results(self.course, [entry for entry, _, _ in batch], self.db_url,
+            outcomes = course_gradebook.record_results(self.course, [entry for entry, _, _ in batch], self.db_url,
                                                on_adjustment=self.on_adjustment, sync=False)
         except Exception as exc:  # noqa: BLE001 - the gradebook or the disk: the journal keeps them
             outcomes = [exc] * len(batch)

@@ -59,7 +59,7 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
     distinct submission is timed once, and identical files reuse that measurement.
     """
     # Imported here, in the worker: the main process never imports pytest or the sandbox's client.
-    from bertlab_grader.course.nbgrader_course import read_submission_sources
+    from bertlab_grader.course.submissions import read_submission_sources
     from bertlab_grader.grading.prepared import PreparedGrader
     from bertlab_grader.grading.scoring import warm_up
     from bertlab_grader.performance import gate as timing_gate

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertlab_grader.core.failures import UsageError
+from bertlab.errors import UsageError
 
 SEE_A_COURSE = "(or run `bertlab demo --keep DIR` to see one)"
 

@@ -52,9 +52,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertlab.fileio import atomic_write_text
-from bertlab_grader.core.failures import GraderFailure, UsageError
+from bertlab.errors import UsageError
+from bertlab_grader.core.failures import GraderFailure, RunStopped
 
-from bertlab_grader.course.pool import (RunStopped, _check_sandbox, _pool_results, default_workers, start_fork_server,
+from bertlab_grader.course.pool import (_check_sandbox, _pool_results, default_workers, start_fork_server,
                                         start_workers, stop_workers)
 from bertlab_grader.course.pool import _context  # noqa: F401  (tests start their own workers with it)
 from bertlab_grader.course.preconditions import check_course_for_grading
@@ -71,7 +72,7 @@ from bertlab_grader.course.results import format_gradebook
 def _hidden_paths(course: Path, db_url: str | None) -> list[str]:
     """What the sandbox must not see besides the kit: the course (all students) and the gradebook."""
     hide = [str(course)]
-    from bertlab_grader.course.nbgrader_course import course_db_url
+    from bertlab_grader.course.config import course_db_url
 
     url = course_db_url(course, db_url)
     if url.startswith("sqlite:///"):
@@ -200,14 +201,14 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     Copies: submissions with identical files (the same digest) are graded once, and each copy is
     recorded with that result under its own name. ``grade_copies_once=False`` grades every copy (the
     repeat-grading benchmark, which measures how far gradings of the same files differ)."""
-    from bertlab_grader.course import nbgrader_course as nbcourse
+    from bertlab_grader.course import config as course_config, gradebook as course_gradebook, results as course_results, submissions as course_submissions
     from bertlab_grader.performance import record as timing_record
     from bertlab_grader.grading.scoring import max_points_by_task
 
     course = Path(course).resolve()
     check_course_for_grading(course, assignment, db_url)
     start = time.monotonic()
-    submissions, layout = nbcourse.scan_submitted(course, assignment)
+    submissions, layout = course_submissions.scan_submitted(course, assignment)
     summary = RunSummary(layout=layout)
     by_student = {s.student: s for s in submissions}
     unknown = sorted(set(regrade) - by_student.keys())
@@ -219,8 +220,8 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     replayed = journal.replay(course, assignment, db_url, on_adjustment=summary.adjustments.append)
     if replayed and not quiet:
         print(f"Recorded {len(replayed)} result(s) that an interrupted run had graded and journaled.", file=sys.stderr)
-    finished = nbcourse.load_results(course, assignment)
-    digests = {s.student: nbcourse.submission_digest(s) for s in submissions}
+    finished = course_results.load_results(course, assignment)
+    digests = {s.student: course_submissions.submission_digest(s) for s in submissions}
     todo, refused = [], []
     for s in submissions:
         before = finished.get(s.student)
@@ -248,7 +249,7 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     def prepare() -> None:
         try:
             prepared["max_points"] = max_points_by_task()
-            nbcourse.init_course(course, assignment, max_points=prepared["max_points"], db_url=db_url)
+            course_config.init_course(course, assignment, max_points=prepared["max_points"], db_url=db_url)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
             prepared["error"] = exc
 
@@ -265,13 +266,13 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
             error = prepared["error"]
             raise GraderFailure(f"the gradebook could not be set up: {type(error).__name__}: {error}") from error
         max_points = prepared["max_points"]
-        with nbcourse.keep_gradebook_open(course, db_url), \
+        with course_gradebook.keep_gradebook_open(course, db_url), \
                 journal.ResultWriter(course, assignment, db_url, on_adjustment=summary.adjustments.append) as writer:
             for student in summary.unchanged:  # the gradebook re-synced with results.json (it may have been reset)
                 with timing_gate.working():  # (one at a time: a worker's preflight may be timing)
                     writer.record(finished[student], on_failed=_resync_failed)
             for s in refused:  # e.g. a zip bomb: the student's own error, never the cohort's
-                result = nbcourse.error_result(s.student, assignment, s.error, max_points)
+                result = course_results.error_result(s.student, assignment, s.error, max_points)
                 _record(writer, result, digests[s.student], summary)
 
             if not quiet:
@@ -283,7 +284,7 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
             progress = _progress(len(todo), quiet)
             if grading:
                 record = timing_record.TimingRecord(timings, timing_record.protocol_digest()) if timings else None
-                finishing = grading.results(distinct, nbcourse.read_submission_sources, record)
+                finishing = grading.results(distinct, course_submissions.read_submission_sources, record)
             else:
                 finishing = _pool_results(distinct, pool, hide, assignment, unsafe_no_sandbox)
             try:
@@ -320,15 +321,15 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     summary.regraded = [s for s in summary.graded if s in finished]
     summary.stale = {s for s in summary.not_graded if s in finished}
 
-    results = nbcourse.load_results(course, assignment)
+    results = course_results.load_results(course, assignment)
     write_last_run(course, assignment, summary)
     if summary.stopped and not quiet:
         print(f"\n{summary.stopped}", file=sys.stderr)
     if results:
         try:
-            grades, feedback = nbcourse.export_and_feedback(course, assignment, db_url, students=sorted(results),
+            grades, feedback = course_gradebook.export_and_feedback(course, assignment, db_url, students=sorted(results),
                                                             processes=default_workers())
-        except nbcourse.CourseError as exc:
+        except course_config.CourseError as exc:
             summary.stopped = summary.stopped or f"the export or the feedback failed: {exc}"
             grades = feedback = None
     if not quiet:

@@ -6,7 +6,7 @@ A zip is never trusted: it is checked member by member (no absolute paths, no ``
 files, no encryption, bounded member count, size and compression ratio) and only then extracted into a
 private staging directory under ``COURSE/.bertlab/staging/``. A refused zip never raises out of
 :func:`list_submissions`; the student's entry carries ``error`` (a message written for the student) and the
-caller records a zero-score result for it (see ``bertlab_grader.course.nbgrader_course.error_result``).
+caller records a zero-score result for it (see ``bertlab_grader.course.results.error_result``).
 
 Every folder under ``submitted/`` is accounted for: :func:`scan_submitted` returns the submissions and,
 for each folder that holds no submission in the expected layout (files directly in

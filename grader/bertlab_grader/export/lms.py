@@ -98,7 +98,7 @@ def _read_gradebook(course: Path, assignment: str, db_url: str | None):
     from sqlalchemy.orm import Session
 
     from bertlab.tasks import GRADED_TASKS
-    from bertlab_grader.course.nbgrader_course import course_db_url
+    from bertlab_grader.course.config import course_db_url
 
     engine = sa.create_engine(course_db_url(course, db_url))
     try:
@@ -149,7 +149,7 @@ def read_course_grades(course: str | os.PathLike, assignment: str = "week7",
                        db_url: str | None = None) -> CourseGrades:
     """The gradebook's scores for ``assignment``, each kept only while it describes the files in
     ``submitted/`` (see the module docstring). Raises UsageError for a missing course or assignment."""
-    from bertlab_grader.course.nbgrader_course import load_results
+    from bertlab_grader.course.results import load_results
 
     course = Path(course).resolve()
     _check_course(course, assignment, db_url)

@@ -389,7 +389,7 @@ def _similar(course: Path, assignment: str, enabled: bool) -> dict:
 
 def collect(course: Path, assignment: str = "week7", *, similar: bool = True) -> dict:
     """Everything the page shows, read from the course (the template's context)."""
-    from bertlab_grader.course.nbgrader_course import load_results
+    from bertlab_grader.course.results import load_results
     from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder
 
     course = Path(course)

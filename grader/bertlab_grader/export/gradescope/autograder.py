@@ -363,7 +363,7 @@ def _grade(root: Path, settings: dict, upload: Upload, started: float) -> int:
 
 def _record_refused(root: Path, settings: dict, reason: str, started: float) -> int:
     """An upload the kit refuses (a bad zip): zero in every task with the reason, as `bertlab grade` records it."""
-    from bertlab_grader.course.nbgrader_course import check_results_schema, error_result, validate_result
+    from bertlab_grader.course.results import check_results_schema, error_result, validate_result
     from bertlab_grader.grading.scoring import max_points_by_task
 
     print(f"Upload refused: {reason}", flush=True)
