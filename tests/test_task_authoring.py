@@ -88,6 +88,7 @@ def own_files(copy: Path, task: str) -> set[str]:
     return {p for p in git(copy, "ls-files", "-co", "--exclude-standard").split() if task in Path(p).name}
 
 
+@pytest.mark.tasks("cka", "pooling", "siamese", "retrieval")  # the worked example is the fifth; it removes retrieval
 def test_new_task_then_the_worked_example_then_remove_task(kit_copy):
     copy, env = kit_copy
 
