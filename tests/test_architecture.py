@@ -256,6 +256,49 @@ def test_each_name_is_imported_from_the_module_that_defines_it():
     assert passed_on == [], "import each name from the module that defines it: " + "; ".join(passed_on)
 
 
+#: Where an import inside a function is the rule, not the exception (docs/architecture.md, "Imports"):
+LATE_IMPORT_FOLDERS = {
+    "grader/bertlab_grader/sandbox/inside/": "the sandboxed server imports in the order it confines itself",
+    "src/bertlab/check/": "bertlab check answers a save in under a second: each step imports what it runs",
+    "grader/bertlab_grader/mutants/": "a mutant's source is the mistake: its imports are part of it",
+    "grader/bertlab_grader/commands/demo_cohort/": "the demo's submissions, written as students write",
+    "solutions/": "the reference, as the stubs and the students see it",
+    "tests/": "the public and hidden tests (a test imports what it tests where it tests it)",
+}
+LATE_IMPORT_FILES = {"cli.py": "each command's modules are imported when that command runs"}
+
+
+def _function_level_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of each import inside a function, outside a ``try`` (an optional dependency)."""
+    found = []
+
+    def visit(node, in_function: bool, in_try: bool):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and in_function and not in_try:
+                modules = [a.name for a in child.names] if isinstance(child, ast.Import) else [child.module or ""]
+                found.extend((child.lineno, m) for m in modules if not (isinstance(child, ast.ImportFrom) and child.level))
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)),
+                  in_try or isinstance(child, ast.Try))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), False, False)
+    return found
+
+
+def test_the_standard_library_is_imported_at_the_top_of_each_file():
+    """A file's first lines say what it depends on. An import inside a function is for what costs
+    start-up time (torch, transformers, nbgrader, pytest, dask, and the kit modules that load them),
+    or sits where that is the folder's rule (LATE_IMPORT_FOLDERS); the standard library costs
+    nothing worth hiding, so it is always at the top."""
+    late = []
+    for module, path in kit_modules().items():
+        rel = path.relative_to(ROOT).as_posix()
+        if path.name in LATE_IMPORT_FILES or any(rel.startswith(folder) for folder in LATE_IMPORT_FOLDERS):
+            continue
+        late += [f"{rel}:{line} {name}" for line, name in _function_level_imports(path)
+                 if name.split(".")[0] in sys.stdlib_module_names]
+    assert late == [], "import these at the top of the file: " + ", ".join(late)
+
+
 def test_pyproject_installs_every_package_of_the_checkout():
     """A folder with an __init__.py that pyproject.toml does not list would be missing from the wheel
     (setuptools installs exactly the packages named there)."""

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
+from .fileio import atomic_write_text
+
+
 
 # Every entry the kit writes in its cache is named <what>-<12 hex digits of its key>[.json] (a staging
 # copy adds a suffix, an unfinished atomic write a leading dot); nothing else there is the kit's.
@@ -108,8 +111,6 @@ def cached_json(what: str, key: Mapping[str, Any], compute: Callable[[], dict], 
     ("cache" or "computed"), ``from_cache``, ``cache_path``, ``computed_at`` (ISO time) and
     ``compute_seconds`` (wall seconds of the run that made it).
     """
-    from .fileio import atomic_write_text
-
     path = entry_path(what, key)
     if not retrain and path.is_file():
         try:

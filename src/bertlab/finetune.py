@@ -44,6 +44,10 @@ from torch import Tensor, nn
 
 from .encoder import TinyBERT, create_bert
 from .models import MissingModelError, _from_pretrained, count_parameters, load_tokenizer
+from .lesson import duration
+from .cache import key_digest as digest
+from .cache import cache_root, size_text
+from .fileio import atomic_write_text
 
 Review = tuple[str, int]  # (text, label), label 1 = positive
 PoolFn = Callable[[Tensor, Tensor], Tensor]
@@ -161,8 +165,6 @@ def silenced_transformers():
 
 def _progress_callback(label: str, started: float, verbose: bool):
     from transformers import TrainerCallback
-
-    from .lesson import duration
 
     class Progress(TrainerCallback):
         """One short line per logging step instead of the Trainer's dict dumps, with the time left."""
@@ -342,16 +344,12 @@ def finetune_key(model_name: str, train: Sequence[Review], held_out: Sequence[Re
 
 def key_digest(key: dict) -> str:
     """12 hex digits of the key's sha256 (its JSON, keys sorted): the name of its cache entry."""
-    from .cache import key_digest as digest
-
     return digest(key)
 
 
 def finetune_cache_path(model_name: str, train: Sequence[Review], held_out: Sequence[Review],
                         settings: FinetuneSettings) -> Path:
     """Where ``finetune_cached`` keeps the figures of this run: ``<kit cache>/finetune-<12 hex>.json``."""
-    from .cache import cache_root
-
     return cache_root() / f"finetune-{key_digest(finetune_key(model_name, train, held_out, settings))}.json"
 
 
@@ -372,8 +370,6 @@ def shipped_finetune_path(model_name: str = SHIPPED_MODEL, settings: Union[str, 
 
 def write_shipped_finetune(path: Path, key: dict, result: dict, built: dict) -> None:
     """Write the figures of a run made when the kit is built (tools/build_lesson_figures.py)."""
-    from .fileio import atomic_write_text
-
     record = {"what": "the lesson notebook's default fine-tuning run (Concept 3), computed when the kit was built; "
                       "it calls no student code", "key": key, "key_digest": key_digest(key), "built": built,
               "result": {k: v for k, v in result.items() if k not in ("from_cache", "cache_path", "source")}}
@@ -400,8 +396,6 @@ MODEL_NAMES = {"minilm": "all-MiniLM-L6-v2"}  # how the printed lines name the p
 
 
 def _kb(path: Path) -> str:
-    from .cache import size_text
-
     return size_text(path.stat().st_size)
 
 
@@ -427,8 +421,6 @@ def finetune_cached(model_name: str, train: Sequence[Review], held_out: Sequence
     from_cache (bool), cache_path (str; "" for shipped figures), measured_at (ISO time of the training
     run), model (the name); shipped figures add built (when, how and on what they were computed).
     """
-    from .fileio import atomic_write_text
-
     settings = get_settings(preset, **overrides)
     key = finetune_key(model_name, train, held_out, settings)
     path = finetune_cache_path(model_name, train, held_out, settings)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
+import textwrap
 
 import torch
 
@@ -31,6 +32,8 @@ from .models import count_parameters, load_tokenizer, named_model
 from .representations import layer_representations
 from .sts import encode_texts, evaluate_pairs
 from .tasks import EXERCISE_TASKS
+from .tables import cls_layer_cosines, bert_base_on_meta
+from .lesson import LessonSteps, announce as say_how_long
 
 CKA_PROBE_SIZE = 64  # IMDb reviews used as CKA probe inputs (truncated to 128 tokens)
 
@@ -62,15 +65,11 @@ def off_diagonal(matrix: torch.Tensor) -> torch.Tensor:
 
 def cls_early_late(model, tokenizer, sentences: Sequence[str] = datasets.LAYER_PROBE_SENTENCES) -> list[float]:
     """Cosine of each sentence's [CLS] vector after layer 1 and after the last layer (MiniLM: 6)."""
-    from .tables import cls_layer_cosines
-
     return cls_layer_cosines(model, tokenizer, sentences, early=1, late=-1)
 
 
 def bert_base_parameters() -> int:
     """Parameters of BERT-base (``BertModel(BertConfig())``), built on the meta device: no weights."""
-    from .tables import bert_base_on_meta
-
     return count_parameters(bert_base_on_meta())
 
 
@@ -83,8 +82,6 @@ def lesson_figures(impl: Implementation, full: bool = True, seeds=(0, 1, 2), ste
     absent from the result; ``figures["waiting"]`` maps it to the tasks it waits for (see FIGURE_USES).
     ``announce``: print how long a slow step usually takes before it starts.
     """
-    from .lesson import LessonSteps, announce as say_how_long
-
     steps = steps if steps is not None else LessonSteps(impl, tracebacks=False)
     tokenizer, model = load_tokenizer("minilm"), named_model("minilm")
     figures: dict[str, Any] = {"implementation": impl.name}
@@ -404,8 +401,6 @@ def compare_with_lesson(measured: Mapping[str, Any], waiting: Optional[Callable 
 
 def format_comparison(rows: Sequence[Comparison], width: int = 100) -> str:
     """The side-by-side table as text: figure, the lesson's value, this run's; each note on its own line."""
-    import textwrap
-
     lines = ["The lesson's figures and this run's, side by side:", ""]
     for row in rows:
         lines.append(f"- {row.label}")

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sys
 import traceback
@@ -84,8 +85,6 @@ def load_lesson_implementation(target: Optional[str] = None) -> Implementation:
 def helper_digest(impl: Implementation) -> str:
     """sha256 of the other .py files beside the task files (a helper module a student's task file may
     import): every kept step's key holds it, so an edit there computes again too."""
-    import hashlib
-
     folders = {Path(path).parent for path in (getattr(task_module(impl, task), "__file__", None)
                                               for task in EXERCISE_TASKS) if path}
     task_files = {f"{exercise(task).module}.py" for task in EXERCISE_TASKS}
@@ -100,8 +99,6 @@ def helper_digest(impl: Implementation) -> str:
 def source_digests(impl: Implementation) -> dict[str, Optional[str]]:
     """{task: sha256 of its module's file}, read now; None for a task whose module has no file (left
     out of this course, or not a plain module): a step that uses it is never cached."""
-    import hashlib
-
     digests: dict[str, Optional[str]] = {}
     for task in EXERCISE_TASKS:
         path = getattr(task_module(impl, task), "__file__", None)
@@ -198,8 +195,6 @@ STEP_CACHE_FORMAT = 1  # bump when a kept step's result changes meaning
 
 
 def _kit_module_digest(name: str) -> str:
-    import hashlib
-
     return hashlib.sha256((Path(__file__).parent / f"{name}.py").read_bytes()).hexdigest()
 
 

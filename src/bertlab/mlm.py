@@ -37,6 +37,8 @@ from . import datasets
 from .datasets import split_sentences  # noqa: F401  (re-exported: the lesson's name for it)
 from .models import EvalMode as _EvalMode
 from .models import MissingModelError, _from_pretrained, load_tokenizer, named_model
+from .nsp import NextSentenceHead, mean_pooled, split_pair_batch
+from .finetune import silenced_transformers
 
 MASK_PLACEHOLDER = "[MASK]"
 
@@ -342,8 +344,6 @@ def masked_lm_from_head(state: dict[str, Tensor]):
     Its output layer is its word table (tied)."""
     from transformers import BertForMaskedLM
 
-    from .finetune import silenced_transformers
-
     with silenced_transformers():  # "some weights were newly initialised": the head, loaded below
         model = _from_pretrained(BertForMaskedLM, "minilm")
     adapters = _take(state, "adapters.")
@@ -362,8 +362,6 @@ def masked_lm_from_head(state: dict[str, Tensor]):
 
 def next_sentence_head_from_state(state: dict[str, Tensor]):
     """A ``bertlab.nsp.NextSentenceHead`` with the shipped weights."""
-    from .nsp import NextSentenceHead
-
     head = NextSentenceHead(state["linear.weight"].shape[1] - 2)
     head.load_state_dict(state)
     return head.eval()
@@ -394,8 +392,6 @@ class KitPreTraining(nn.Module):
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
                 **_unused):
         from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
-
-        from .nsp import mean_pooled, split_pair_batch
 
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)

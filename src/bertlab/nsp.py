@@ -25,6 +25,10 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from .datasets import split_sentences
+from .models import EvalMode
+
+
 # The segment length (sentences per side) of the headline held-out figure: six review sentences a side
 # (about 100-150 word pieces each) is still far less text than BERT's pairs, which filled 512 tokens.
 HEADLINE_SENTENCES = 6
@@ -39,8 +43,6 @@ def segment_pairs(texts: Sequence[str], sentences_per_segment: int = 1, seed: in
     k sentences before a random cut; b is the k sentences after it (label 0, "b follows a") or, half of
     the time, k consecutive sentences of another review (label 1). Deterministic in ``seed``.
     """
-    from .datasets import split_sentences
-
     k = sentences_per_segment
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"sentences_per_segment must be a positive integer; got {k!r}.")
@@ -77,8 +79,6 @@ def encode_segments(encoder: nn.Module, tokenizer, texts: Sequence[str],
                     batch_size: int = 32) -> tuple[Float[Tensor, "N H"], Int[Tensor, "N"]]:
     """``(vectors [N, H], lengths [N])``: each text's unit-length mean-pooled vector (encoded alone, at most
     256 tokens) and its number of word pieces ([CLS] and [SEP] not counted), in order."""
-    from .models import EvalMode
-
     with EvalMode(encoder):
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths share a batch: less padding
         vectors = torch.zeros(len(texts), encoder.config.hidden_size)

@@ -14,6 +14,7 @@ import torch
 from jaxtyping import Float
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+import matplotlib
 
 _UNDEFINED_COLOUR = "#bdbdbd"  # grey cells: CKA undefined (nan), e.g. a zero-variance layer-0 [CLS]
 
@@ -30,7 +31,6 @@ def cka_heatmap(ax: Axes, matrix: Float[torch.Tensor, "L L"], title: str = "",
     values = _as_numpy(matrix)
     if values.ndim != 2 or values.shape[0] != values.shape[1]:
         raise ValueError(f"a CKA matrix must be square [L, L]; got shape {values.shape}.")
-    import matplotlib
 
     colours = matplotlib.colormaps["viridis"].copy()
     colours.set_bad(_UNDEFINED_COLOUR)

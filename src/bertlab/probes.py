@@ -28,8 +28,6 @@ def substitute(module, name: str, replacement, dependents=()):
     siamese.py runs over a stand-in pooling (the grader's, called back from the sandbox), so the
     pooling mistake is charged in the pooling task only; it puts the student's function back after.
     """
-    import importlib
-
     previous = getattr(module, name)
     setattr(module, name, replacement)
     for dependent in dependents:

@@ -20,6 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from bertlab.tasks import GRADED_TASKS  # noqa: E402
+from bertlab.implementations import load_implementation
 
 
 def pytest_addoption(parser):
@@ -48,7 +49,6 @@ def impl(request):
     injected = getattr(request.config, "bertlab_impl", None)
     if injected is not None:
         return injected
-    from bertlab.implementations import load_implementation
 
     return load_implementation(request.config.getoption("--impl"))
 

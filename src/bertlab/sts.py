@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Callable, Sequence
+import hashlib
 
 import torch
 import torch.nn.functional as F
@@ -45,8 +46,6 @@ def pair_cosines(embed: Callable[[list[str]], Tensor], pairs: Sequence[ScoredPai
 
 def pairs_digest(pairs: Sequence[ScoredPair]) -> str:
     """sha256 of the pairs (both sentences and the score of each, in order): what a kept result was scored on."""
-    import hashlib
-
     digest = hashlib.sha256()
     for pair in pairs:
         digest.update(f"{pair.a}\t{pair.b}\t{pair.score!r}\n".encode())

@@ -29,10 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import torch
+
 from bertlab_grader.mutants import Entry, load_bank
 from bertlab_grader.authoring.task_coverage import coverage_gaps
 from bertlab.tasks import EXERCISE_TASKS
 from bertlab_grader.core.points import POINTS_EPSILON
+from bertlab.implementations import load_directory, load_implementation
+from bertlab_grader.grading.scoring import run_hidden_suite, warm_up
+from bertlab_grader.grading.hints import diagnose
 
 
 @dataclass
@@ -52,8 +57,6 @@ class Row:
 @contextlib.contextmanager
 def _loaded(entry_kind: str, path: Optional[Path]):
     """The implementation of one row, for as long as it is graded."""
-    from bertlab.implementations import load_directory, load_implementation
-
     if entry_kind == "solutions":
         yield load_implementation("reference")
     elif entry_kind == "stubs":  # the untouched stubs, generated from the reference as release does
@@ -69,8 +72,6 @@ def _loaded(entry_kind: str, path: Optional[Path]):
 def grade_row(name: str, kind: str, task: str, path: Optional[str], tasks: tuple, expected_hint: str,
               check_hints: bool) -> Row:
     """Grade one entry; the row of the audit table."""
-    from bertlab_grader.grading.scoring import run_hidden_suite
-
     started = time.monotonic()
     row = Row(name, kind, task)
     try:
@@ -93,8 +94,6 @@ def grade_row(name: str, kind: str, task: str, path: Optional[str], tasks: tuple
 
 
 def _hint_status(impl, kind: str, task: str, expected_hint: str, tasks: tuple) -> str:
-    from bertlab_grader.grading.hints import diagnose
-
     if kind == "mutant":
         if not expected_hint:
             return ""
@@ -131,7 +130,6 @@ def _judge(row: Row) -> None:
 
 def _init_worker() -> None:
     # A forked child must not touch the parent's OpenMP pool: one thread, set before any tensor op.
-    import torch
 
     torch.set_num_threads(1)
 
@@ -166,8 +164,6 @@ def jobs_for(entries: list[Entry], tasks: tuple, check_hints: bool, include_refe
 
 def run_rows(jobs: list[tuple], workers: int) -> list[Row]:
     """Grade the jobs, in a fork pool when workers > 1 (the parent warms the caches first)."""
-    from bertlab_grader.grading.scoring import warm_up
-
     warm_up()
     if any(job[6] for job in jobs):  # hints: fingerprint the bank once here, not once per worker
         from bertlab_grader.grading.hints import known_mistakes, reference_record

@@ -14,6 +14,7 @@ from bertlab.handin.ways import DEFAULT_WAY, HAND_IN_FILE, WAYS
 from bertlab.tasks import ASSIGNMENT, EXERCISE_MODULES, EXERCISES
 from bertlab_grader.core.locations import (DOCS_DIR, PUBLIC_TESTS_DIR, STUDENT_PACKAGE_DIR)
 from bertlab_grader.authoring.stubs import expected_exercises
+from bertlab_grader.authoring.notebook import NOTEBOOK_NAME, notebook_text
 
 
 BUNDLE_DISTRIBUTION = "bertlab-student"
@@ -136,8 +137,6 @@ def _copy_tree(src: Path, dst: Path) -> None:
 def build_bundle(dest: Path, log: Callable[[str], None] = print, hand_in: str = DEFAULT_WAY) -> list[Path]:
     """Write every bundle file into the (empty) folder ``dest``; returns the files, relative to it.
     ``hand_in``: how this course takes the hand-in (bertlab/handin/ways.py), written to HAND-IN.md."""
-    from bertlab_grader.authoring.notebook import NOTEBOOK_NAME, notebook_text
-
     dest = Path(dest)
     # The student package and its public tests: one folder in a wheel, two in a checkout
     # (src/bertlab/ and tests/public/); the bundle always gets them as one package.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+import ast
 
 from bertlab.tasks import EXERCISE_MODULES  # noqa: F401  (re-exported)
 
@@ -80,8 +81,6 @@ def make_stub(source: str, task: str) -> str:
 def _with_import(text: str) -> str:
     """``text`` with the NotImplementedYet import, in a block of its own after the module's last
     top-level absolute import (relative ones, like siamese's ``.pooling``, come after it)."""
-    import ast
-
     if "raise NotImplementedYet(" not in text:
         return text
     body = ast.parse(text).body
@@ -97,8 +96,6 @@ def _with_import(text: str) -> str:
 
 def _module_docstring_end(text: str) -> int:
     """Character offset just after the module docstring (0 if there is none)."""
-    import ast
-
     tree = ast.parse(text)
     if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(getattr(tree.body[0], "value", None), ast.Constant):
         end_line = tree.body[0].end_lineno

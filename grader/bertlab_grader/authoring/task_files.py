@@ -16,10 +16,17 @@ import keyword
 import re
 import shutil
 from pathlib import Path
+import subprocess
+import sys
+import ast
+import json
+import tomllib
 
-from bertlab.tasks import EXERCISES, EXERCISE_TASKS, PERFORMANCE, Exercise, dependents
+from bertlab.tasks import dependents, Exercise, EXERCISE_FILES, EXERCISE_TASKS, EXERCISES, PERFORMANCE
 from bertlab.errors import UsageError
 from bertlab_grader.core.locations import CHECKOUT
+from bertlab_grader.authoring.notebook import NOTEBOOK_NAME, notebook_text
+from bertlab_grader.authoring.stubs import expected_exercises
 
 TEMPLATES = Path(__file__).resolve().parent / "task_template"
 PLACEHOLDER = "TASKNAME"
@@ -164,9 +171,6 @@ def _regenerate(root: Path) -> list[str]:
     """What derives from the registry and the solutions in files: the stubs and the lesson notebook.
 
     Runs in a fresh interpreter, so that it reads the registry as it now is on disk."""
-    import subprocess
-    import sys
-
     script = ("from bertlab_grader.authoring.task_files import regenerate_in_process\n"
               "print('\\n'.join(regenerate_in_process()))\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True)
@@ -178,10 +182,6 @@ def _regenerate(root: Path) -> list[str]:
 
 def regenerate_in_process() -> list[str]:
     """Rewrite exercises/ (the stubs and the notebook) from the registry and the solutions; the changed paths."""
-    from bertlab.tasks import EXERCISE_FILES
-    from bertlab_grader.authoring.notebook import NOTEBOOK_NAME, notebook_text
-    from bertlab_grader.authoring.stubs import expected_exercises
-
     root = _checkout()
     changed = []
     exercises = root / "exercises"
@@ -224,8 +224,6 @@ def _test_names(path: Path) -> set[str]:
 
 def _registry_without(text: str, name: str) -> str:
     """tasks.py's text without the Exercise entry of ``name`` (and the comment lines right above it)."""
-    import ast
-
     lines = text.splitlines(keepends=True)
     for node in ast.walk(ast.parse(text)):
         if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Exercise" and node.args
@@ -257,9 +255,6 @@ def _without_links_to(text: str, page: str) -> str:
 def remove_task(name: str, out=print) -> list[str]:
     """Remove task ``name``: its pieces, its registry entry, its files in the kit's fixtures and its tests
     in the grade snapshots; the paths removed or changed."""
-    import json
-    import tomllib
-
     root = _checkout()
     exercise = _check_removable(name)
     registry = _registry_without((root / REGISTRY).read_text(encoding="utf-8"), name)

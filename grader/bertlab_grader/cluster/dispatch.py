@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import sys
 import threading
 import time
@@ -54,8 +55,6 @@ STRANDED_S = 6.0           # in flight, started by no worker this long while one
 
 def wait_for_workers_s() -> float:
     """How long a run (or the doctor) waits for a worker that can grade: BERTLAB_CLUSTER_WAIT_S, 300 s."""
-    import os
-
     return float(os.environ.get("BERTLAB_CLUSTER_WAIT_S", 300))
 
 

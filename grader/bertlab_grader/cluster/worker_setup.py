@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import fcntl
 import os
 import queue
 import socket
@@ -71,8 +72,6 @@ def status() -> dict:
 def _claim_slot(room) -> int:
     """A sandbox slot no other grader process of this host holds (a flock kept for the process's life)."""
     global _slot
-    import fcntl
-
     if _slot is not None:
         return _slot[0]
     room.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -20,6 +20,9 @@ from bertlab_grader.core.locations import DEMO_COHORT_DIR as COHORT_DIR
 from bertlab_grader.core.locations import reference_sources
 from bertlab_grader.grading.preflight import shortfall
 from bertlab_grader.authoring.stubs import expected_exercises
+from bertlab_grader.course.results import load_results
+from bertlab_grader.course.pool import start_fork_server
+from bertlab_grader.course.runner import grade_course
 
 ASSIGNMENT = "week7"
 
@@ -69,10 +72,6 @@ def build_demo_course(course: Path) -> Path:
 
 
 def run_demo(keep: str | None = None, workers: int | None = None, unsafe_no_sandbox: bool = False) -> int:
-    from bertlab_grader.course.results import load_results
-    from bertlab_grader.course.pool import start_fork_server
-    from bertlab_grader.course.runner import grade_course
-
     if keep:
         course = Path(keep).resolve()
         if course.exists() and any(course.iterdir()):

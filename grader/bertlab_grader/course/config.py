@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from importlib import metadata
 
 from bertlab.fileio import atomic_write_text
 from bertlab_grader.course.feedback import build_source_notebook
@@ -110,8 +111,6 @@ def _jupyter_data_dirs(distribution: str) -> list[str]:
     its templates), found from the distribution's own file list, wherever the package was imported
     from: this Python's prefix, the base Python's, or another environment's site-packages that this one
     borrows (a ``.pth`` line or PYTHONPATH). Empty when it is not installed or lists no such files."""
-    from importlib import metadata
-
     try:
         dist = metadata.distribution(distribution)
     except metadata.PackageNotFoundError:

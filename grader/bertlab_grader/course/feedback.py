@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from bertlab_grader.core.locations import COURSE_TEMPLATES
 from bertlab_grader.course import code_cells
 from bertlab.tasks import EXERCISE_FILES
+from bertlab_grader.course.code_cells import new_code_cell, new_display_output, new_markdown_cell
 
 if TYPE_CHECKING:  # nbformat is imported where a notebook is built: its jsonschema costs a second at import
     import nbformat
@@ -134,8 +135,6 @@ def build_graded_notebook(assignment: str, max_points: Mapping[str, float],
     followed by the student's file for that task (``sources``, a ``SubmissionSources``; none when not
     given), then any other file handed in."""
     from nbformat.v4 import new_notebook
-
-    from bertlab_grader.course.code_cells import new_code_cell, new_display_output, new_markdown_cell
 
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}

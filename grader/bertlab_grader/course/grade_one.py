@@ -10,8 +10,10 @@ from bertlab.errors import UsageError
 
 from bertlab_grader.core.failures import RunStopped
 from bertlab_grader.course.pool import _check_sandbox
-from bertlab_grader.course.results import format_gradebook
+from bertlab_grader.course.results import check_results_schema, format_gradebook, validate_result
 from bertlab.tasks import EXERCISE_FILES
+from bertlab_grader.course.submissions import (handin_notes, read_submission_sources, Submission, submission_digest,
+                                               valid_id)
 
 
 def grade_one(submission: Path, student: str | None = None, assignment: str = "week7",
@@ -19,7 +21,6 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
     """Grade one submission directory in a fresh sandbox, after a preflight in that same sandbox;
     the results dict (with ``submission_digest`` and ``sandboxed``). Raises UsageError for a folder
     that is not a submission, GraderFailure when the grader failed (nothing is graded then)."""
-    from bertlab_grader.course.submissions import Submission, read_submission_sources, submission_digest, valid_id
     from bertlab_grader.grading.preflight import explain
     from bertlab_grader.grading.prepared import PreparedGrader  # (pytest: only where grading happens)
 
@@ -39,10 +40,8 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
             raise RunStopped(explain(grader.problem))
         result = grader.grade(sources, student)
     result["submission_digest"] = submission_digest(Submission(student, submission))
-    from bertlab_grader.course.submissions import handin_notes
 
     result["notes"] = handin_notes(submission)  # (validate_result drops an empty list)
-    from bertlab_grader.course.results import check_results_schema, validate_result
 
     result = validate_result(result)
     check_results_schema(result)

@@ -17,6 +17,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
+import gc
 
 from bertlab.fileio import atomic_write_text
 from bertlab_grader.course.adjustments import (SET_ASIDE, Adjustment, apply_rule, files_changed, previous_digest,
@@ -209,8 +210,6 @@ def _collector_paused():
     of short-lived objects (ORM rows, notebook nodes), and the collector, set off by them, walked every
     object of the process again and again (a third of the gradebook transaction's time, measured). What
     the batch leaves is collected once it is back on."""
-    import gc
-
     was_on = gc.isenabled()
     gc.disable()
     try:

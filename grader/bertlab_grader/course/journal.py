@@ -42,6 +42,11 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from bertlab_grader.core.failures import GraderFailure
+from bertlab_grader.course.results import autograded_dir, checked_result
+from bertlab_grader.course import gradebook as course_gradebook
+
+
 log = logging.getLogger(__name__)
 
 FORMAT = 1
@@ -206,8 +211,6 @@ def _orphans(course: Path, assignment: str) -> list[tuple[Path, int]]:
 
 def _already_recorded(course: Path, result: Mapping) -> bool:
     """results.json holds exactly this result: it was recorded completely (results.json is written last)."""
-    from bertlab_grader.course.results import autograded_dir
-
     path = autograded_dir(course, result["student"], result["assignment"]) / "results.json"
     try:
         return json.loads(path.read_text(encoding="utf-8")) == result
@@ -224,10 +227,6 @@ def replay(course: Path, assignment: str, db_url: str | None = None,
     that cannot be recorded on its own (a task the gradebook does not grade) is left out with a
     warning: that student has no results.json for it, so the run grades them again. If the gradebook
     cannot be written at all, GraderFailure: the journal stays, and nothing newer is recorded over it."""
-    from bertlab_grader.core.failures import GraderFailure
-    from bertlab_grader.course import gradebook as course_gradebook
-    from bertlab_grader.course.results import checked_result
-
     course = Path(course)
     orphans = _orphans(course, assignment)
     if not orphans:
@@ -307,8 +306,6 @@ class ResultWriter:
                on_failed: Callable[[str, str], None] | None = None) -> None:
         """Check ``result`` (ValueError when it is not a valid result: nothing is journaled), journal
         it, queue it, and write the queue if it is due."""
-        from bertlab_grader.course import gradebook as course_gradebook
-
         entry = course_gradebook.prepare_record(self.course, result)
         if self._journal is None:
             self._journal = Journal(self.course, self.assignment)
@@ -321,8 +318,6 @@ class ResultWriter:
 
     def flush(self) -> None:
         """Write the queued results now."""
-        from bertlab_grader.course import gradebook as course_gradebook
-
         batch, self._pending = self._pending, []
         if not batch:
             return

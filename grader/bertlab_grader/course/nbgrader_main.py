@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import runpy
 import sys
+import json
 
 
 def skip_iri_formats() -> None:
@@ -33,8 +34,6 @@ ARGS_FILE = "--bertlab-args-file="
 def expand_args_file(argv: list[str]) -> list[str]:
     """``argv`` without a leading ``--bertlab-args-file=PATH``, and the arguments PATH lists after the
     rest (nbgrader's subcommand must come first)."""
-    import json
-
     if len(argv) > 1 and argv[1].startswith(ARGS_FILE):
         with open(argv[1][len(ARGS_FILE):], encoding="utf-8") as handle:
             extra = json.load(handle)

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import threading
 import time
+from multiprocessing import forkserver
 from multiprocessing.connection import wait
 from pathlib import Path
 
 from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
+from bertlab_grader.course.submissions import read_submission_sources
+from bertlab_grader.performance import gate as timing_gate
+from bertlab_grader.performance import record as timing_record
+from bertlab_grader.grading.segments import FINAL, final_part
 
 SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
 
@@ -30,8 +36,6 @@ def _end_with_the_main_process() -> None:
     """Make this worker end the moment the main process is gone, however it went (SIGKILL included):
     otherwise it would grade on to the end of its submission, and its sandbox with it, for nobody.
     Its sandbox's bubblewrap dies with it (--die-with-parent), and everything inside with bubblewrap."""
-    import threading
-
     parent = mp.parent_process()  # the main process, also for a worker forked by the fork server
     if parent is None:
         return
@@ -59,11 +63,8 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
     distinct submission is timed once, and identical files reuse that measurement.
     """
     # Imported here, in the worker: the main process never imports pytest or the sandbox's client.
-    from bertlab_grader.course.submissions import read_submission_sources
     from bertlab_grader.grading.prepared import PreparedGrader
     from bertlab_grader.grading.scoring import warm_up
-    from bertlab_grader.performance import gate as timing_gate
-    from bertlab_grader.performance import record as timing_record
 
     import torch
 
@@ -143,8 +144,6 @@ def start_fork_server() -> None:
     one core) then runs while this process still prepares the run, and ``start_workers`` forks from a
     server that is warm sooner. Nothing happens with BERTLAB_WORKER_START=spawn."""
     if _context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
         forkserver.ensure_running()
 
 
@@ -153,8 +152,6 @@ def start_workers(n: int, hide: list[str], assignment: str, unsafe_no_sandbox: b
     """Start ``n`` grader workers now; they warm up (seconds) while the caller prepares the course.
     They share one TimingGate (grader/bertlab_grader/performance/gate.py), which this process joins as well, and
     the timing record at ``timings`` (grader/bertlab_grader/performance/record.py; None: keep none)."""
-    from bertlab_grader.performance import gate as timing_gate
-
     ctx = _context()
     gate = timing_gate.TimingGate(ctx, n)
     timing_gate.install(gate, timing_gate.NO_ONE)
@@ -214,8 +211,6 @@ class _Schedule:
     def finished(self, job: _Job, kind: str, payload):
         """What a finished ``job`` means: (submission, result, None) or (submission, None, grader
         failure cause) to report, or None while a split submission is not done."""
-        from bertlab_grader.grading.segments import FINAL, final_part
-
         student = job.submission.student
         if job.part is None:
             return (job.submission, payload, None) if kind == "result" else (job.submission, None, payload)
@@ -297,7 +292,6 @@ def stop_workers(pool: list[_Worker]) -> None:
     """Ask every worker to finish (its sandbox closes), then make sure each is gone."""
     for w in pool:
         w.stop()
-    from bertlab_grader.performance import gate as timing_gate
 
     for w in pool:
         w.process.join(10)

@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertlab.errors import UsageError
+from bertlab_grader.course.submissions import valid_id
+from bertlab_grader.course.config import check_gradebook, CourseError, gradebook_assignments, known_assignments
 
 SEE_A_COURSE = "(or run `bertlab demo --keep DIR` to see one)"
 
 
 def require_assignment_name(assignment: str) -> None:
     """``assignment`` can name an nbgrader assignment (letters, digits, ``_``, ``-``, ``.``)."""
-    from bertlab_grader.course.submissions import valid_id
-
     if not valid_id(assignment):
         raise UsageError(f"{assignment!r} cannot be an assignment name; pass the one the students handed in "
                          "with --assignment (e.g. week7).")
@@ -43,8 +43,6 @@ def require_submissions(course: Path, assignment: str, purpose: str = "to grade"
 
 def require_known_assignment(course: Path, assignment: str, db_url: str | None) -> None:
     """The course knows ``assignment`` (its source notebook or its gradebook), and the gradebook opens."""
-    from bertlab_grader.course.config import CourseError, check_gradebook, known_assignments
-
     known = known_assignments(course, db_url)
     if assignment not in known:
         listed = ", ".join(sorted(known)) if known else "none"
@@ -58,8 +56,6 @@ def require_known_assignment(course: Path, assignment: str, db_url: str | None) 
 
 def require_graded_assignment(course: Path, assignment: str, db_url: str | None) -> None:
     """The gradebook can be read and holds ``assignment`` (something was graded there)."""
-    from bertlab_grader.course.config import gradebook_assignments
-
     try:
         known = gradebook_assignments(course, db_url)
     except Exception as exc:  # noqa: BLE001 - a broken config or an unreachable server: one line

@@ -19,6 +19,7 @@ from bertlab_grader.core.locations import RESULTS_SCHEMA
 from bertlab_grader.course.config import (
     CourseError, OUTCOMES, _check_max_points, _check_name, _ordered_tasks, course_db_url)
 from bertlab_grader.core.points import POINTS_EPSILON
+from bertlab_grader.performance.timing import near_an_edge
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,6 @@ def results_schema() -> dict:
     """results.schema.json as the grader validates with it: the file, with the task field's enum set to
     the registry's GRADED_TASKS (bertlab/tasks.py). The file itself leaves the list out, so that the
     registry is the one place that names the tasks."""
-    from bertlab.tasks import GRADED_TASKS
-
     schema = json.loads(RESULTS_SCHEMA.read_text(encoding="utf-8"))
     schema["$defs"]["test"]["properties"]["task"]["enum"] = list(GRADED_TASKS)
     return schema
@@ -242,8 +241,6 @@ def grade_differences(first: Mapping[str, dict], second: Mapping[str, dict]) -> 
     edge (``bertlab_grader.performance.timing.near_an_edge``): one measurement decides a band there. Each
     such case is still listed, prefixed "near an edge:", so a caller can show it; only the other lines
     are real differences."""
-    from bertlab_grader.performance.timing import near_an_edge
-
     lines = []
     for student in sorted(set(first) | set(second)):
         if student not in first or student not in second:

@@ -48,8 +48,9 @@ import json
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from datetime import datetime, timezone
 
 from bertlab.fileio import atomic_write_text
 from bertlab.errors import UsageError
@@ -63,6 +64,13 @@ from bertlab_grader.course import journal
 from bertlab_grader.course.adjustments import KEPT, SET_ASIDE
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.course.results import format_gradebook
+from bertlab_grader.course.config import course_db_url
+from bertlab_grader.course import config as course_config, gradebook as course_gradebook
+from bertlab_grader.course import results as course_results, submissions as course_submissions
+from bertlab_grader.performance import record as timing_record
+from bertlab_grader.cluster.connect import dask_client
+from bertlab_grader.performance.host_gate import HostGate
+from bertlab_grader.course.submissions import handin_notes
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -72,7 +80,6 @@ from bertlab_grader.course.results import format_gradebook
 def _hidden_paths(course: Path, db_url: str | None) -> list[str]:
     """What the sandbox must not see besides the kit: the course (all students) and the gradebook."""
     hide = [str(course)]
-    from bertlab_grader.course.config import course_db_url
 
     url = course_db_url(course, db_url)
     if url.startswith("sqlite:///"):
@@ -155,9 +162,6 @@ def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
     "not_graded": {student: cause}, "stale": [ids whose earlier result still stands],
     "layout_problems": [{"folder", "found", "expected"}], "stopped": why the run stopped, or null,
     "retried": [ids started again on another Dask worker], "unfit_workers": {Dask worker address: cause}}."""
-    from dataclasses import asdict
-    from datetime import datetime, timezone
-
     document = {
         "assignment": assignment,
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -201,8 +205,6 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     Copies: submissions with identical files (the same digest) are graded once, and each copy is
     recorded with that result under its own name. ``grade_copies_once=False`` grades every copy (the
     repeat-grading benchmark, which measures how far gradings of the same files differ)."""
-    from bertlab_grader.course import config as course_config, gradebook as course_gradebook, results as course_results, submissions as course_submissions
-    from bertlab_grader.performance import record as timing_record
     from bertlab_grader.grading.scoring import max_points_by_task
 
     course = Path(course).resolve()
@@ -373,9 +375,7 @@ def _start_cluster(stack: contextlib.ExitStack, scheduler, cluster, assignment, 
     """Connect to the Dask cluster (SchedulerUnreachable, exit 2, before anything changed), put the
     grader plugin on its workers (they warm up while the gradebook is set up), and make this host's
     quiet room this process's timing gate (it records between timings, as the local runner does)."""
-    from bertlab_grader.cluster.connect import dask_client
     from bertlab_grader.cluster.dispatch import ClusterGrading
-    from bertlab_grader.performance.host_gate import HostGate
 
     try:
         client = stack.enter_context(dask_client(scheduler, cluster))
@@ -396,8 +396,6 @@ def _record(writer, result: dict, digest: str, summary: RunSummary, submission=N
     manifest) through the run's writer (grader/bertlab_grader/course/journal.py: journaled now, written into the
     gradebook with its batch, when it is counted as graded); a result that cannot be recorded is the
     grader's failure, not the student's."""
-    from bertlab_grader.course.submissions import handin_notes
-
     result = {**result, "submission_digest": digest}
     notes = handin_notes(submission.path) if submission is not None and submission.error is None else []
     if notes:

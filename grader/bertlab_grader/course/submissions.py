@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 #: The exercise modules a submission may hold; anything else in a submission is ignored.
 from bertlab.tasks import EXERCISE_FILES  # noqa: E402
 from bertlab_grader.core.digest import sources_digest  # noqa: E402
+from bertlab.handin.manifest import manifest_note
 
 #: Limits on a submitted zip.
 MAX_ZIP_MEMBERS = 200
@@ -116,8 +117,6 @@ def _broken_module(filename: str, reason: str) -> str:
 def handin_notes(path: str | os.PathLike) -> list[str]:
     """The results' notes about the hand-in at ``path`` (the folder the exercise files were read from):
     files changed after `bertlab submit` checked them (bertlab/handin/manifest.py). Costs no points."""
-    from bertlab.handin.manifest import manifest_note
-
     note = manifest_note(Path(path), list(EXERCISE_FILES))
     return [note] if note else []
 

@@ -33,6 +33,11 @@ from pathlib import Path
 
 from bertlab.errors import UsageError
 from bertlab.fileio import atomic_write_text
+from bertlab_grader.course.preconditions import require_course_folder, require_graded_assignment
+from bertlab.tasks import GRADED_TASKS
+from bertlab_grader.course.submissions import scan_submitted, submission_digest
+from bertlab_grader.course.config import course_db_url
+from bertlab_grader.course.results import load_results
 
 FORMATS = ("canvas", "moodle", "plain")
 #: The roster column matched against the course's student ids, per format (``--id-column``).
@@ -83,8 +88,6 @@ class CourseGrades:
 
 
 def _check_course(course: Path, assignment: str, db_url: str | None) -> None:
-    from bertlab_grader.course.preconditions import require_course_folder, require_graded_assignment
-
     require_course_folder(course, assignment, what="the nbgrader course folder that `bertlab grade` graded")
     require_graded_assignment(course, assignment, db_url)
 
@@ -96,9 +99,6 @@ def _read_gradebook(course: Path, assignment: str, db_url: str | None):
     from nbgrader.api import (Assignment, Grade, GradeCell, Notebook, SubmittedAssignment,
                               SubmittedNotebook)
     from sqlalchemy.orm import Session
-
-    from bertlab.tasks import GRADED_TASKS
-    from bertlab_grader.course.config import course_db_url
 
     engine = sa.create_engine(course_db_url(course, db_url))
     try:
@@ -133,8 +133,6 @@ def _current_digests(course: Path, assignment: str) -> dict[str, str]:
     The scan extracts zips; it runs on a private shadow of the course (its ``submitted/`` linked in),
     so a ``bertlab grade`` running at the same time never sees its staging folder replaced.
     """
-    from bertlab_grader.course.submissions import scan_submitted, submission_digest
-
     submitted = course / "submitted"
     if not submitted.is_dir():
         return {}
@@ -149,8 +147,6 @@ def read_course_grades(course: str | os.PathLike, assignment: str = "week7",
                        db_url: str | None = None) -> CourseGrades:
     """The gradebook's scores for ``assignment``, each kept only while it describes the files in
     ``submitted/`` (see the module docstring). Raises UsageError for a missing course or assignment."""
-    from bertlab_grader.course.results import load_results
-
     course = Path(course).resolve()
     _check_course(course, assignment, db_url)
     max_points, scores = _read_gradebook(course, assignment, db_url)

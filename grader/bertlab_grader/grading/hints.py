@@ -18,8 +18,9 @@ from typing import Optional
 
 from bertlab.mistakes import find as find_mistake
 
-from bertlab_grader.mutants.bank import FINGERPRINTS
 from bertlab_grader.mutants.fingerprint import FingerprintAborted, pruned_by, same
+from bertlab_grader.mutants.bank import FINGERPRINTS, load_bank
+from bertlab.implementations import load_implementation, load_directory
 
 
 # ---------------------------------------------------------------------------------------------
@@ -33,8 +34,6 @@ def fingerprint(impl, task: str) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def reference_record(task: str) -> dict:
-    from bertlab.implementations import load_implementation
-
     return fingerprint(load_implementation("reference"), task)
 
 
@@ -42,9 +41,6 @@ def reference_record(task: str) -> dict:
 def known_mistakes(task: str) -> tuple:
     """((entry, record), ...) for every mutant of ``task`` whose known mistake (its record in
     bertlab/mistakes.py) a fingerprint can show, i.e. that carries a hint (computed once)."""
-    from bertlab.implementations import load_directory
-    from bertlab_grader.mutants.bank import load_bank
-
     found = []
     for entry in load_bank(kinds=("mutant",)):
         if entry.task == task and entry.hint:  # a known mistake that a fingerprint can show

@@ -47,10 +47,12 @@ import platform
 import time
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
+import re
 
 from bertlab.fileio import atomic_write_text
 
 from bertlab_grader.core.digest import sources_digest
+from bertlab_grader.core import locations
 
 FORMAT = 1
 
@@ -63,8 +65,6 @@ def record_path(course: Path, assignment: str) -> Path:
 def protocol_digest() -> str:
     """The sha256 of everything a measurement depends on besides the submission (see the module docstring)."""
     import torch
-
-    from bertlab_grader.core import locations
 
     digest = hashlib.sha256()
     files = locations.timing_protocol_files()
@@ -176,8 +176,6 @@ class TimingRecord:
         """The protocol the record names at its head, read from its first bytes (a store stays cheap
         however large the record is), or None. The record is written with sorted keys, so "format"
         and "protocol" come first."""
-        import re
-
         try:
             with open(self.path, encoding="utf-8") as head:
                 start = head.read(256)

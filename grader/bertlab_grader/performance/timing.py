@@ -67,7 +67,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import socket
 import statistics
+import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -93,6 +95,8 @@ FIRST_PAIR_VARIANT = 2  # variants 0 and 1 are the two warm-up calls' (see _comp
 
 from bertlab_grader.sandbox.inside.copies import fresh_copy as _fresh_copy  # noqa: E402  (the student's side copies by it too)
 from bertlab_grader.sandbox.malloc_pin import steady_allocator  # noqa: E402
+from bertlab_grader.performance import gate as timing_gate
+from bertlab_grader.performance import record as timing_record
 
 
 @dataclass
@@ -244,9 +248,6 @@ def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any]
     answer (the one it applies to the last results). Given, a wrong answer on the second warm-up
     call ends the timing there (``timing.wrong_answer``): no pair could earn it points. A check that
     raises counts as wrong here; the test's own check then says what is wrong."""
-    from bertlab_grader.performance import gate as timing_gate
-    from bertlab_grader.performance import record as timing_record
-
     steady_allocator()  # this side's; the sandbox's was set when it started (STEADY_MALLOC_ENV)
     record = timing_record.current() if name else None
     if record:
@@ -400,9 +401,6 @@ def wire_roundtrip(value: Any) -> Any:
     """``value`` sent through a local socket in the sandbox's wire format (grader/bertlab_grader/sandbox/inside/rpc.py): encoded,
     framed, copied through the kernel and decoded, as one direction of a sandboxed call is."""
     try:
-        import socket
-        import threading
-
         from bertlab_grader.sandbox.inside import rpc
     except ImportError:  # pragma: no cover - the kit always ships rpc.py with the grader
         return value

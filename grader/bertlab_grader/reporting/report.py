@@ -35,6 +35,12 @@ from bertlab.errors import ReportedError, UsageError
 from bertlab.tasks import GRADED_TASKS
 from bertlab_grader.core.locations import REPORT_TEMPLATES
 from bertlab_grader.core.points import POINTS_EPSILON
+from bertlab.mistakes import MISTAKES
+from bertlab_grader.performance.timing import BANDS
+from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder
+from bertlab.fileio import atomic_write_text
+from bertlab_grader.course.runner import last_run_path
+from bertlab_grader.course.results import load_results
 
 _BIN_EPSILON = 1e-6  # a histogram's bin edges: float round-off of value / width
 
@@ -200,8 +206,6 @@ def read_grades_csv(course: Path, assignment: str) -> tuple[dict[str, float] | N
 
 def read_last_run(course: Path, assignment: str) -> tuple[dict | None, str]:
     """The summary ``bertlab grade`` kept of its last run of ``assignment``, or ``(None, why)``."""
-    from bertlab_grader.course.runner import last_run_path
-
     path = last_run_path(course, assignment)
     if not path.is_file():
         return None, (f"no record of a grading run ({path.relative_to(course)} is missing: the course was "
@@ -255,8 +259,6 @@ def _task_maxima(results: dict[str, dict]) -> dict[str, float]:
 
 
 def _mistake_names() -> dict[str, str]:
-    from bertlab.mistakes import MISTAKES
-
     return {m.hint: m.name for m in MISTAKES}
 
 
@@ -310,8 +312,6 @@ def _mistakes_table(results: dict[str, dict], graded: list[str]) -> list[dict]:
 
 def _ratios(results: dict[str, dict], assessed: list[str]) -> list[dict]:
     """Per performance test: the time ratios measured, their bands, and how many were not timed."""
-    from bertlab_grader.performance.timing import BANDS
-
     by_test: dict[str, dict] = {}
     for student in assessed:
         for t in results[student]["tests"]:
@@ -389,9 +389,6 @@ def _similar(course: Path, assignment: str, enabled: bool) -> dict:
 
 def collect(course: Path, assignment: str = "week7", *, similar: bool = True) -> dict:
     """Everything the page shows, read from the course (the template's context)."""
-    from bertlab_grader.course.results import load_results
-    from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder
-
     course = Path(course)
     require_course_folder(course, assignment, what="the nbgrader course folder that `bertlab grade` graded "
                                                    "(it holds autograded/<student>/<assignment>/results.json)")
@@ -488,8 +485,6 @@ def render(context: dict) -> str:
 def write_report(course: Path, assignment: str = "week7", out: Path | None = None, *,
                  similar: bool = True) -> tuple[Path, dict]:
     """Write the page (default ``COURSE/report-<assignment>.html``, atomically); return (path, context)."""
-    from bertlab.fileio import atomic_write_text
-
     context = collect(Path(course), assignment, similar=similar)
     out = Path(out) if out is not None else Path(course) / f"report-{assignment}.html"
     if not out.parent.is_dir():

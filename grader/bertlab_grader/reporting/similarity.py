@@ -41,9 +41,13 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+import tempfile
 
 from bertlab.errors import UsageError
 from bertlab.tasks import EXERCISES
+from bertlab_grader.authoring.stubs import expected_exercises
+from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder, require_submissions
+from bertlab_grader.course.submissions import read_submission_sources, scan_submitted, submitted_assignments
 
 #: copydetect's noise threshold: the length, in filtered characters, of a fingerprinted k-gram. Below
 #: copydetect's default of 25 because these files are short: half the filtered statements of the
@@ -133,8 +137,6 @@ def stub_boilerplate(filename: str):
     """The sorted, unique k-gram hashes (a numpy array) of the released stub ``filename`` and its
     "not started" forms: copydetect's boilerplate for that task's files."""
     import numpy as np
-
-    from bertlab_grader.authoring.stubs import expected_exercises
 
     stub = expected_exercises()[filename]
     hashes = set()
@@ -361,8 +363,6 @@ def rank_task(task: str, prints: dict[str, Fingerprint], top: int, exhaustive: b
 
 
 def _check_course(course: Path, assignment: str, top: int) -> None:
-    from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder, require_submissions
-
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UsageError(f"--top must be a whole number of pairs, 1 or more (got {top!r}).")
     require_assignment_name(assignment)
@@ -377,10 +377,6 @@ def _read_cohort(course: Path, assignment: str) -> tuple[dict[str, dict[str, str
     The scan extracts zips; it runs on a private shadow of the course (its ``submitted/`` linked in),
     so the course is only read and a ``bertlab grade`` running at the same time never sees its
     staging folder replaced."""
-    import tempfile
-
-    from bertlab_grader.course.submissions import read_submission_sources, scan_submitted, submitted_assignments
-
     with tempfile.TemporaryDirectory(prefix="bertlab-similar-") as tmp:
         shadow = Path(tmp)
         (shadow / "submitted").symlink_to((course / "submitted").resolve(), target_is_directory=True)

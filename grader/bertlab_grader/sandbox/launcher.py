@@ -41,13 +41,13 @@ from bertlab_grader.core.locations import KIT_ROOT, SANDBOX_INSIDE_DIR
 from bertlab_grader.sandbox.bubblewrap import (
     SandboxError, SandboxUnavailable, _binary_key, _bwrap_checked, _find_bwrap, _namespace_args, _sandbox_python,
     _trial_run, _unavailable, bubblewrap_status)
-from bertlab_grader.sandbox.inside import rpc
 from bertlab_grader.sandbox.malloc_pin import STEADY_MALLOC_ENV
 from bertlab_grader.sandbox.mounts import (
     ALWAYS_HIDDEN, SECRET_PACKAGES, _exists, _mode_allows_others, _mount_plan, _package_dir, _python_dirs,
     _site_dirs, _under, _world_traversable)
 from bertlab_grader.sandbox.remote import RemoteImplementation
 from bertlab_grader.sandbox.session import Session, Stashed, _TemplateFailed
+from bertlab_grader.sandbox.inside import rpc, reports
 
 #: The sandboxed server, as the sandbox imports it: the folder sandbox/inside/ (SANDBOX_INSIDE_DIR) is
 #: shown alone, under this package name, in a folder of the sandbox's own (``_inside_root``).
@@ -221,8 +221,6 @@ class Sandbox:
     def scrub(self, text: str) -> str:
         """``text`` (something the submission's process wrote) without the folders of the kit and
         of the Python install: they are the same paths inside the sandbox and out."""
-        from bertlab_grader.sandbox.inside import reports  # (no torch: what the student may read of an error)
-
         if self._prefixes is None:
             self._prefixes = reports.path_prefixes([str(self.kit_root), str(SANDBOX_INSIDE_DIR),
                                                    *self._kit_parts()[1]])

@@ -13,6 +13,10 @@ import socket
 import time
 from typing import Optional
 
+import numpy as np
+import torch
+
+
 from bertlab_grader.sandbox.inside import rpc
 from bertlab_grader.sandbox.remote import (Remote, StudentError, SubmissionCrashed, SubmissionTimeout,
                            _HandleRef, student_exception)
@@ -78,9 +82,6 @@ def input_kind(value, depth: int = 0):
     endless loop would otherwise cost the whole time limit once per test. Sizes are left out on
     purpose: every test of a task calls with its own shapes, and a hang does not care.
     """
-    import numpy as np
-    import torch
-
     if depth > 4:
         return "..."
     if isinstance(value, Stashed):
@@ -461,8 +462,6 @@ class Session:
         mutated = msg.get("mutated")
         if not msg.get("ok") or not isinstance(mutated, dict):
             return
-        import numpy as np
-        import torch
 
         args, kwargs = inputs
         decoder = rpc.Decoder(blob, self._decode_extra)
@@ -555,7 +554,6 @@ class Session:
             # Number each model object; keeping it alive keeps its number from being reused.
             entry = self._models.setdefault(id(obj), (obj, len(self._models) + 1))
             return {"$t": "model", "name": name, "key": entry[1]}
-        import torch
 
         if isinstance(obj, torch.nn.Module):
             raise rpc.EncodeError("only named models (bertlab.models.named_model) can be passed to a submission")

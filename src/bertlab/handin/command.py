@@ -22,6 +22,7 @@ from .archive import write_archive
 from .files import handin_files
 from .manifest import MANIFEST_NAME, build_manifest
 from .ways import hand_in_paragraph
+from ..check.run import PASSED, run_public_tests
 
 IMPORT_CHECK_TIMEOUT_S = 300  # importing torch on a slow laptop, and the student's own module-level code
 
@@ -72,8 +73,6 @@ def submit(directory: Optional[Path] = None, out: Optional[Path] = None, anyway:
            nbgrader: bool = False, assignment: str = ASSIGNMENT, stream: TextIO = sys.stdout) -> int:
     """Check a copy of the hand-in and pack it; returns 0 (a task that fails is the student's choice to
     hand in: a warning). UsageError (exit 2, nothing written) for a file that does not import."""
-    from ..check.run import PASSED, run_public_tests
-
     workspace = find_workspace(directory)
     tasks, helpers = handin_files(workspace.exercises)
     names = tasks + helpers

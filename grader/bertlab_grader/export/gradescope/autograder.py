@@ -40,6 +40,14 @@ from typing import Optional
 
 from bertlab.tasks import EXERCISE_FILES, GRADED_TASKS
 from bertlab_grader.core.locations import GRADESCOPE_DIR
+from bertlab.fileio import atomic_write_text
+from bertlab_grader.course.submissions import (UnsafeZipError, _sources_root, handin_notes, read_submission_sources,
+                                               safe_extract_zip)
+from bertlab_grader.core import locations
+from bertlab_grader.core.failures import GraderFailure
+from bertlab_grader.course import grade_one
+from bertlab_grader.course.results import (check_results_schema, error_result, format_gradebook, task_scores,
+                                           validate_result)
 
 ROOT_VARIABLE = "BERTLAB_AUTOGRADER_ROOT"
 DEFAULT_ROOT = "/autograder"
@@ -103,8 +111,6 @@ def _test_output(test: dict) -> str:
 
 
 def _score_lines(result: dict) -> list[str]:
-    from bertlab_grader.course.results import task_scores
-
     per_task = task_scores(result)
     lines = [f"Score: {result['score']:g} / {result['max_score']:g} from the kit's hidden tests."]
     lines += [f"  {task:<12} {per_task[task][0]:g} / {per_task[task][1]:g}"
@@ -173,8 +179,6 @@ def not_graded(headline: str, detail: str, *, why: str, seconds: float = 0.0) ->
 
 def write_results(root: Path, document: dict) -> Path:
     """Check ``document`` against gradescope.schema.json, then write ROOT/results/results.json atomically."""
-    from bertlab.fileio import atomic_write_text
-
     check_gradescope_schema(document)
     path = root / "results" / "results.json"
     atomic_write_text(path, json.dumps(document, indent=1, ensure_ascii=False) + "\n")
@@ -209,8 +213,6 @@ def find_upload(upload: Path, unzip_to: Path) -> Upload:
     (bertlab_grader.course.submissions): the shallowest folder holding one of cka.py, pooling.py, siamese.py,
     retrieval.py; else the one zip uploaded, checked and extracted into ``unzip_to``. A zip the kit
     refuses is the student's own error (graded zero with the reason, as `bertlab grade` does)."""
-    from bertlab_grader.course.submissions import UnsafeZipError, _sources_root, safe_extract_zip
-
     top = upload
     if not _exercise_files_under(upload):
         zips = sorted(p for p in upload.iterdir() if p.suffix.lower() == ".zip") if upload.is_dir() else []
@@ -260,7 +262,6 @@ def sandbox_decision(require_sandbox: bool) -> tuple[bool, str]:
     """(grade without the sandbox?, why). Bubblewrap isolates student code when it can create its
     namespaces here; a container that forbids them gets the kit's named ``--unsafe-no-sandbox``, and
     only here, unless the zip was built with --require-sandbox (then this raises GraderFailure)."""
-    from bertlab_grader.core.failures import GraderFailure
     from bertlab_grader.sandbox import launcher
 
     works, why = launcher.bubblewrap_status()
@@ -331,11 +332,6 @@ def run(root: Path) -> int:
 
 
 def _grade(root: Path, settings: dict, upload: Upload, started: float) -> int:
-    from bertlab_grader.core import locations
-    from bertlab_grader.course import grade_one
-    from bertlab_grader.course.results import format_gradebook
-    from bertlab_grader.course.submissions import handin_notes, read_submission_sources
-
     staged = stage(read_submission_sources(upload.folder), root)
     unsafe, why = sandbox_decision(settings["require_sandbox"])
     # A `bertlab submit` archive's manifest: files changed after the check are a note, never a penalty.
@@ -363,7 +359,6 @@ def _grade(root: Path, settings: dict, upload: Upload, started: float) -> int:
 
 def _record_refused(root: Path, settings: dict, reason: str, started: float) -> int:
     """An upload the kit refuses (a bad zip): zero in every task with the reason, as `bertlab grade` records it."""
-    from bertlab_grader.course.results import check_results_schema, error_result, validate_result
     from bertlab_grader.grading.scoring import max_points_by_task
 
     print(f"Upload refused: {reason}", flush=True)
