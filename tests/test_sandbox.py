@@ -33,7 +33,7 @@ from bertlab_grader.sandbox.launcher import FALLBACK_WARNING, Sandbox, SandboxEr
 KIT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(__file__).resolve().parent / "redteam_submissions"
 SECRET = "SECRET-GRADEBOOK-7f3a"
-BWRAP_INSTALLED = launcher._find_bwrap() is not None
+BWRAP_INSTALLED = launcher.find_bwrap() is not None
 
 
 def sources(name: str, **extra: str) -> dict[str, str]:
@@ -497,8 +497,8 @@ def test_installed_copies_of_secret_packages_are_hidden(monkeypatch, where):
     site = Path(sysconfig.get_paths()["purelib"]).resolve()  # where pip installs the kit for this Python
     installed = (site if where == "site" else Path("/usr/lib/python3/dist-packages")) / "bertlab_grader"
     assert launcher.SECRET_PACKAGES == ("bertlab_grader",)
-    real = launcher._package_dir
-    monkeypatch.setattr(launcher, "_package_dir", lambda name: installed if name == "bertlab_grader" else real(name))
+    real = launcher.package_dir
+    monkeypatch.setattr(launcher, "package_dir", lambda name: installed if name == "bertlab_grader" else real(name))
     sandbox = Sandbox.__new__(Sandbox)  # only the command line, no process
     sandbox.kit_root, sandbox.hide, sandbox.isolated = KIT, [], True
     args = sandbox._bwrap_args()
@@ -572,7 +572,7 @@ def no_bubblewrap(monkeypatch, tmp_path):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(bubblewrap, "BWRAP_CANDIDATES", ())  # where _find_bwrap looks
+    monkeypatch.setattr(bubblewrap, "BWRAP_CANDIDATES", ())  # where find_bwrap looks
     monkeypatch.setattr(launcher, "_warned", False)
 
 

@@ -33,7 +33,7 @@ from bertlab_grader.sandbox import launcher
 from bertlab_grader.core.locations import REFERENCE_DIR
 from venvs import copy_kit_sources, install_source, make_venv, this_site_packages, venv_purelib
 
-if launcher._find_bwrap() is None:
+if launcher.find_bwrap() is None:
     pytest.skip("bubblewrap (bwrap) is not installed: the sandbox cannot run here", allow_module_level=True)
 
 KIT = Path(__file__).resolve().parents[1]

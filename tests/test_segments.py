@@ -76,7 +76,7 @@ def sandbox(tmp_path_factory):
     from bertlab_grader.sandbox.launcher import Sandbox
     from bertlab_grader.grading.scoring import warm_up
 
-    if launcher._find_bwrap() is None:
+    if launcher.find_bwrap() is None:
         pytest.skip("bubblewrap (bwrap) is not installed: grading needs the real sandbox")
     # A 3 s limit instead of 20 s: the hangs cost less, and both ways of grading share it.
     sb = Sandbox(kit_root=KIT, hide=[], timeout_s=3.0)

@@ -304,8 +304,8 @@ def _check_sandbox(unsafe_no_sandbox: bool) -> None:
     """Refuse at once, before any worker starts, when bubblewrap cannot isolate student code."""
     if unsafe_no_sandbox:
         return
-    from bertlab_grader.sandbox import launcher
+    from bertlab_grader.sandbox import bubblewrap
 
-    ok, why = launcher.bubblewrap_status()
+    ok, why = bubblewrap.bubblewrap_status()
     if not ok:
-        raise launcher._unavailable(why)  # the reason, then how to install or enable bubblewrap
+        raise bubblewrap.unavailable_error(why)  # the reason, then how to install or enable bubblewrap

@@ -27,7 +27,7 @@ NAMESPACE_HINT = ("Allow unprivileged user namespaces (sysctl kernel.unprivilege
                   "unisolated, pass --unsafe-no-sandbox.")
 # Probe results, keyed by the bwrap binary's identity (path, inode, mtime, size), our euid and the
 # exact command: a changed PATH, a replaced binary or a different set of mounts is tried again.
-_bwrap_checked: dict[tuple, tuple[bool, str]] = {}
+bwrap_checked: dict[tuple, tuple[bool, str]] = {}
 
 
 
@@ -44,7 +44,7 @@ class SandboxUnavailable(SandboxError):
 
 # ============================================================================ bubblewrap itself
 
-def _find_bwrap() -> Optional[str]:
+def find_bwrap() -> Optional[str]:
     """The bwrap binary: on PATH, else at one of BWRAP_CANDIDATES; None when there is none."""
     found = shutil.which("bwrap")
     if found:
@@ -55,7 +55,7 @@ def _find_bwrap() -> Optional[str]:
     return None
 
 
-def _binary_key(path: str) -> tuple:
+def binary_key(path: str) -> tuple:
     try:
         st = os.stat(path)
         return (path, st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, os.geteuid())
@@ -63,7 +63,7 @@ def _binary_key(path: str) -> tuple:
         return (path, None, os.geteuid())
 
 
-def _namespace_args() -> list[str]:
+def namespace_args() -> list[str]:
     """The namespaces the sandbox asks bwrap for."""
     if os.geteuid() == 0:
         # Not --unshare-all: as root that adds a user namespace mapping root to root, and the
@@ -72,7 +72,7 @@ def _namespace_args() -> list[str]:
     return ["--unshare-all"]
 
 
-def _sandbox_python() -> str:
+def sandbox_python() -> str:
     """The interpreter path to run inside the sandbox: sys.executable with its folder resolved (the
     sandbox shows real paths) but its own name kept, so that a virtualenv's ``bin/python`` symlink
     still finds its ``pyvenv.cfg`` (resolving it would start the base Python without the venv)."""
@@ -87,7 +87,7 @@ def _first_line(text: str) -> str:
     return ""
 
 
-def _trial_run(command: list[str], env: Optional[dict] = None, timeout: float = 60.0) -> tuple[bool, str]:
+def trial_run(command: list[str], env: Optional[dict] = None, timeout: float = 60.0) -> tuple[bool, str]:
     """Run ``command``; (exited 0, its stderr or why it could not run)."""
     try:
         done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
@@ -110,14 +110,14 @@ def bubblewrap_status() -> tuple[bool, str]:
     ``Sandbox`` (which refuses to run without isolation unless told to) and ``bertlab doctor``.
     Cached per bwrap binary and euid.
     """
-    bwrap = _find_bwrap()
+    bwrap = find_bwrap()
     if bwrap is None:
         return False, "bubblewrap (bwrap) is not installed: not on PATH nor in " + ", ".join(BWRAP_CANDIDATES)
-    key = ("status", *_binary_key(bwrap))
-    if key not in _bwrap_checked:
-        command = [bwrap, *_namespace_args(), "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
-                   "--proc", "/proc", "--dev", "/dev", _sandbox_python(), "-s", "-S", "-c", "pass"]
-        ok, err = _trial_run(command, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, timeout=30.0)
+    key = ("status", *binary_key(bwrap))
+    if key not in bwrap_checked:
+        command = [bwrap, *namespace_args(), "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
+                   "--proc", "/proc", "--dev", "/dev", sandbox_python(), "-s", "-S", "-c", "pass"]
+        ok, err = trial_run(command, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, timeout=30.0)
         if ok:
             try:
                 name = _first_line(subprocess.run([bwrap, "--version"], capture_output=True, timeout=10,
@@ -125,13 +125,13 @@ def bubblewrap_status() -> tuple[bool, str]:
             except (OSError, subprocess.SubprocessError):
                 name = ""
             name = name if name.startswith("bubblewrap") else "bubblewrap"
-            _bwrap_checked[key] = (True, f"{name} at {bwrap} creates its namespaces")
+            bwrap_checked[key] = (True, f"{name} at {bwrap} creates its namespaces")
         else:
-            _bwrap_checked[key] = (False, f"bubblewrap at {bwrap} cannot create its sandbox: {_first_line(err)}")
-    return _bwrap_checked[key]
+            bwrap_checked[key] = (False, f"bubblewrap at {bwrap} cannot create its sandbox: {_first_line(err)}")
+    return bwrap_checked[key]
 
 
-def _unavailable(reason: str) -> SandboxUnavailable:
+def unavailable_error(reason: str) -> SandboxUnavailable:
     hint = INSTALL_HINT if "not installed" in reason else NAMESPACE_HINT
     return SandboxUnavailable(f"{reason}; student code cannot be isolated.\n{hint}")
 

@@ -39,14 +39,14 @@ from typing import Iterable, Optional
 
 from bertlab_grader.core.locations import KIT_ROOT, SANDBOX_INSIDE_DIR
 from bertlab_grader.sandbox.bubblewrap import (
-    SandboxError, SandboxUnavailable, _binary_key, _bwrap_checked, _find_bwrap, _namespace_args, _sandbox_python,
-    _trial_run, _unavailable, bubblewrap_status)
+    SandboxError, SandboxUnavailable, binary_key, bwrap_checked, find_bwrap, namespace_args, sandbox_python,
+    trial_run, unavailable_error, bubblewrap_status)
 from bertlab_grader.sandbox.malloc_pin import STEADY_MALLOC_ENV
 from bertlab_grader.sandbox.mounts import (
-    ALWAYS_HIDDEN, SECRET_PACKAGES, _exists, _mode_allows_others, _mount_plan, _package_dir, _python_dirs,
-    _site_dirs, _under, _world_traversable)
+    ALWAYS_HIDDEN, SECRET_PACKAGES, path_exists, mode_allows_others, mount_plan, package_dir, python_dirs,
+    site_dirs, is_under, world_traversable)
 from bertlab_grader.sandbox.remote import RemoteImplementation
-from bertlab_grader.sandbox.session import Session, Stashed, _TemplateFailed
+from bertlab_grader.sandbox.session import Session, Stashed, TemplateFailed
 from bertlab_grader.sandbox.inside import rpc, reports
 
 #: The sandboxed server, as the sandbox imports it: the folder sandbox/inside/ (SANDBOX_INSIDE_DIR) is
@@ -119,7 +119,7 @@ class Sandbox:
             # (The mounts are checked only when the template does not come up: a trial start costs
             # seconds of every grader worker's start-up, and the template's own start tries them.)
         elif use_bwrap or not unsafe_no_sandbox:
-            raise _unavailable(why)
+            raise unavailable_error(why)
         else:
             self.drop_to = self._drop_uid()
             _warn_once(as_root=self.drop_to is None and os.geteuid() == 0)
@@ -134,7 +134,7 @@ class Sandbox:
     # ---- construction of the command
     def _kit_parts(self) -> tuple[list[Path], list[str]]:
         """What the server needs from the kit (shown read-only) and its sys.path roots."""
-        bertlab = _package_dir("bertlab") or next(
+        bertlab = package_dir("bertlab") or next(
             (p for p in (self.kit_root / "src" / "bertlab", self.kit_root / "bertlab") if p.is_dir()),
             self.kit_root / "src" / "bertlab")
         # The student package at its own path (its folder is named as it imports); the server's folder
@@ -156,28 +156,28 @@ class Sandbox:
         return self._unisolated_root
 
     def _bwrap_args(self) -> list[str]:
-        """The bwrap command line up to the server's own command (see ``_mount_plan``).
+        """The bwrap command line up to the server's own command (see ``mount_plan``).
 
         Hidden: /root, /home, /run, /tmp (a private, empty one), the kit, the ``hide`` paths, and
         installed copies of the kit's secret packages. Shown back read-only: the Python install
         (even inside a hidden folder: it is not secret, and a venv often lives inside the kit or
         beside the submissions) and what the server needs of the kit (``_kit_parts``).
         """
-        bwrap = _find_bwrap() or "/usr/bin/bwrap"
-        args = [bwrap, *_namespace_args(), "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
+        bwrap = find_bwrap() or "/usr/bin/bwrap"
+        args = [bwrap, *namespace_args(), "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
                 "--proc", "/proc", "--dev", "/dev"]
-        python = _python_dirs()
+        python = python_dirs()
         kit = self.kit_root
         tmp = Path(os.path.realpath("/tmp"))
         hide_dirs = [Path(os.path.realpath(p)) for p in ALWAYS_HIDDEN if os.path.isdir(p)] + [tmp]
         # An installed kit has kit_root = site-packages: hiding it would hide torch. Its secret
         # packages are hidden one by one below instead (as they are for every layout).
-        if not any(_under(kit, p) for p in _site_dirs()):
+        if not any(is_under(kit, p) for p in site_dirs()):
             hide_dirs.append(kit)
         hide_dirs += [p for p in self.hide if p.is_dir()]
-        hide_files = [p for p in self.hide if _exists(p) and not p.is_dir()]
+        hide_files = [p for p in self.hide if path_exists(p) and not p.is_dir()]
         for name in SECRET_PACKAGES:
-            d = _package_dir(name)
+            d = package_dir(name)
             if d is not None:
                 hide_dirs.append(d)
         show = python + self._kit_parts()[0]
@@ -187,16 +187,16 @@ class Sandbox:
             # it. Such a folder is already unreadable to that uid, so an empty 0755 tmpfs over it
             # hides nothing more, and the paths below it are shown back.
             hide_dirs += [a for p in show for a in p.parents
-                          if a != Path("/") and not _mode_allows_others(a)]
+                          if a != Path("/") and not mode_allows_others(a)]
         inside = self._inside_root()
-        return (args + _mount_plan(hide_dirs, hide_files, show, tmp)
+        return (args + mount_plan(hide_dirs, hide_files, show, tmp)
                 + ["--perms", "0755", "--dir", str(inside),
                    "--ro-bind", str(SANDBOX_INSIDE_DIR), str(inside / INSIDE_PACKAGE)]
                 + ["--chdir", "/tmp", "--"])
 
     def _server_command(self, ctrl_fd: Optional[int], check_mounts: bool = False) -> list[str]:
         _, roots = self._kit_parts()
-        cmd = [_sandbox_python() if self.isolated else sys.executable, "-s", "-B", "-m", SERVER_MODULE]
+        cmd = [sandbox_python() if self.isolated else sys.executable, "-s", "-B", "-m", SERVER_MODULE]
         cmd += ["--check-mounts"] if check_mounts else ["--control-fd", str(ctrl_fd)]
         for root in roots:
             cmd += ["--kit-root", root]
@@ -236,10 +236,10 @@ class Sandbox:
         mounts, not a missing sandbox: it is never a reason to run without isolation.
         """
         command = self._server_command(None, check_mounts=True)
-        key = ("mounts", *_binary_key(command[0]), tuple(command))
-        if key not in _bwrap_checked:
-            _bwrap_checked[key] = _trial_run(command, env=self._environment())
-        ok, err = _bwrap_checked[key]
+        key = ("mounts", *binary_key(command[0]), tuple(command))
+        if key not in bwrap_checked:
+            bwrap_checked[key] = trial_run(command, env=self._environment())
+        ok, err = bwrap_checked[key]
         if not ok:
             raise SandboxError("bubblewrap works, but the sandboxed server cannot start with its mounts "
                                f"(kit {self.kit_root}, Python {sys.executable}):\n{err[-3000:]}")
@@ -251,7 +251,7 @@ class Sandbox:
         if self.isolated:
             return self.uid  # the sandbox shows the Python install through world-readable mounts
         needed = [Path(os.path.realpath(sys.executable)), SERVER_FILE, *self._kit_parts()[0]]
-        return self.uid if all(_world_traversable(p.parent) for p in needed) else None
+        return self.uid if all(world_traversable(p.parent) for p in needed) else None
 
     # ---- the template process
     def _start_template(self) -> None:
@@ -277,7 +277,7 @@ class Sandbox:
         if self._info is None:
             try:
                 self._info = self._control_wait(lambda m: m.get("op") == "ready", self.start_timeout_s)
-            except _TemplateFailed as exc:
+            except TemplateFailed as exc:
                 log = self._log_tail()
                 self._kill_template()
                 if self.isolated:
@@ -340,16 +340,16 @@ class Sandbox:
     def pump_control(self, timeout: float = 0.0) -> Optional[dict]:
         """Read one control message if one arrives within ``timeout``; exit reports are recorded."""
         if self._ctrl is None:
-            raise _TemplateFailed("no template")
+            raise TemplateFailed("no template")
         try:
             readable, _, _ = select.select([self._ctrl], [], [], max(0.0, timeout))
             if not readable:
                 if self._proc.poll() is not None:
-                    raise _TemplateFailed(f"the template exited ({self._proc.returncode})")
+                    raise TemplateFailed(f"the template exited ({self._proc.returncode})")
                 return None
             msg, _ = self._ctrl.recv(timeout=self.control_timeout_s)
         except (OSError, EOFError, rpc.ProtocolError) as exc:
-            raise _TemplateFailed(f"{type(exc).__name__}: {exc}") from None
+            raise TemplateFailed(f"{type(exc).__name__}: {exc}") from None
         if msg.get("op") == "exited":
             self.exited[msg.get("job")] = msg
         return msg
@@ -359,7 +359,7 @@ class Sandbox:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise _TemplateFailed("no answer from the template")
+                raise TemplateFailed("no answer from the template")
             msg = self.pump_control(min(left, 1.0))
             if msg is not None and predicate(msg):
                 return msg
@@ -375,7 +375,7 @@ class Sandbox:
                 self._control_wait(lambda m: m.get("op") == "started" and m.get("job") == job,
                                    self.control_timeout_s)
                 return job
-            except (_TemplateFailed, OSError) as exc:
+            except (TemplateFailed, OSError) as exc:
                 if attempt == 2:
                     raise SandboxError(f"cannot start a submission process: {exc}") from None
                 self.restart(f"{type(exc).__name__}: {exc}")
@@ -389,13 +389,13 @@ class Sandbox:
             self._ctrl.send({"op": "end", "job": job}, timeout=self.control_timeout_s)
             self._control_wait(lambda m: m.get("op") == "ended" and m.get("job") == job,
                                self.control_timeout_s)
-        except (_TemplateFailed, OSError, AttributeError) as exc:
+        except (TemplateFailed, OSError, AttributeError) as exc:
             self.restart(f"while ending a job: {type(exc).__name__}: {exc}")
         self.exited.pop(job, None)
 
     def pause_job(self, job: int, pause: bool = True) -> None:
         """Stop (``pause``) or continue a job's child and everything it started (the template sends
-        SIGSTOP or SIGCONT). Raises _TemplateFailed or OSError when the template does not answer."""
+        SIGSTOP or SIGCONT). Raises TemplateFailed or OSError when the template does not answer."""
         op = "pause" if pause else "resume"
         self._ctrl.send({"op": op, "job": job}, timeout=self.control_timeout_s)
         self._control_wait(lambda m: m.get("op") == op + "d" and m.get("job") == job, self.control_timeout_s)

@@ -22,15 +22,15 @@ ALWAYS_HIDDEN = ("/root", "/home", "/run")
 SECRET_PACKAGES = ("bertlab_grader",)
 
 
-def _exists(path) -> bool:
+def path_exists(path) -> bool:
     return os.path.lexists(path)
 
 
-def _under(path: Path, parent: Path) -> bool:
+def is_under(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
-def _site_dirs() -> list[Path]:
+def site_dirs() -> list[Path]:
     """The site directories the server's Python imports from (torch, numpy, transformers, ...)."""
     candidates = set(site.getsitepackages())
     candidates.update(p for p in sys.path if p and os.path.isdir(p)
@@ -38,7 +38,7 @@ def _site_dirs() -> list[Path]:
     return sorted({Path(os.path.realpath(p)) for p in candidates if os.path.isdir(p)})
 
 
-def _python_dirs() -> list[Path]:
+def python_dirs() -> list[Path]:
     """What the server's Python needs, to be shown read-only when it lies in a hidden folder.
 
     The base install (its prefixes) whole; of a virtualenv only ``bin/``, ``lib*/`` and
@@ -51,13 +51,13 @@ def _python_dirs() -> list[Path]:
     paths = {p for p in bases if p.is_dir()}
     for prefix in {Path(os.path.realpath(p)) for p in (sys.prefix, sys.exec_prefix) if p} - bases:
         for name in ("bin", "lib", "lib64", "pyvenv.cfg"):
-            if _exists(prefix / name):
+            if path_exists(prefix / name):
                 paths.add(prefix / name)
-    paths.update(_site_dirs())
+    paths.update(site_dirs())
     return sorted(paths)
 
 
-def _package_dir(name: str) -> Optional[Path]:
+def package_dir(name: str) -> Optional[Path]:
     """Where an importable top-level package lives, without importing it."""
     try:
         spec = importlib.util.find_spec(name)
@@ -68,7 +68,7 @@ def _package_dir(name: str) -> Optional[Path]:
     return Path(os.path.realpath(list(spec.submodule_search_locations)[0]))
 
 
-def _mode_allows_others(path: Path) -> bool:
+def mode_allows_others(path: Path) -> bool:
     """Can a uid other than the owner's pass through the folder ``path`` (o+x)?"""
     try:
         return bool(os.stat(path).st_mode & stat.S_IXOTH)
@@ -76,7 +76,7 @@ def _mode_allows_others(path: Path) -> bool:
         return True  # not there: nothing to work around
 
 
-def _world_traversable(path: Path) -> bool:
+def world_traversable(path: Path) -> bool:
     """Can an unprivileged uid reach ``path``? (every ancestor needs o+x)"""
     for p in [path, *path.parents]:
         try:
@@ -87,7 +87,7 @@ def _world_traversable(path: Path) -> bool:
     return True
 
 
-def _mount_plan(hide_dirs: Iterable[Path], hide_files: Iterable[Path], show: Iterable[Path],
+def mount_plan(hide_dirs: Iterable[Path], hide_files: Iterable[Path], show: Iterable[Path],
                 tmp: Path = Path("/tmp")) -> list[str]:
     """The bwrap options that hide ``hide_dirs`` (empty tmpfs), ``hide_files`` (/dev/null over them)
     and show ``show`` again read-only, on top of ``--ro-bind / /``.
@@ -137,7 +137,7 @@ def _mount_plan(hide_dirs: Iterable[Path], hide_files: Iterable[Path], show: Ite
 def _make_parents(path: Path, top: Path, made: set, args: list) -> None:
     """``--dir`` (mode 0755) for each folder strictly between ``top`` (a mount) and ``path``."""
     for parent in reversed(path.parents):
-        if _under(parent, top) and parent != top and parent not in made:
+        if is_under(parent, top) and parent != top and parent not in made:
             made.add(parent)
             args.extend(["--perms", "0755", "--dir", str(parent)])
 

@@ -11,19 +11,54 @@ import select
 import signal
 import socket
 import time
-from typing import Optional
+from typing import Optional, Protocol
 
 import numpy as np
 import torch
 
-
-from bertlab_grader.sandbox.inside import rpc
-from bertlab_grader.sandbox.remote import (Remote, StudentError, SubmissionCrashed, SubmissionTimeout,
-                           _HandleRef, student_exception)
-
 from bertlab_grader.sandbox import give_way
 from bertlab_grader.sandbox.bubblewrap import SandboxError
+from bertlab_grader.sandbox.inside import rpc
 from bertlab_grader.sandbox.output import _Output
+from bertlab_grader.sandbox.remote import (Remote, StudentError, SubmissionCrashed, SubmissionTimeout,
+                                           _HandleRef, student_exception)
+
+
+class TemplateHost(Protocol):
+    """What a session needs of the sandbox whose warm template forks its children: the launcher's
+    ``Sandbox`` (sandbox/launcher.py) is the one implementation. The launcher imports this module, so
+    the session names the interface here instead of importing the class; tests/test_sandbox.py checks
+    that ``Sandbox`` has every member and that the session uses no other.
+
+    ``generation`` bumps at every template (re)start: a child of an older one is gone. ``exited``:
+    job -> its exit report, as the template sent it. ``limits``: the rlimits every child runs under.
+    """
+
+    generation: int
+    exited: dict[int, dict]
+    limits: dict
+
+    def scrub(self, text: str) -> str:
+        """``text`` the submission's process wrote, without the kit's and Python's folders."""
+
+    def start_job(self, job_msg: dict, fds: list[int]) -> int:
+        """Fork a child for a job; its id."""
+
+    def end_job(self, job: int) -> None:
+        """Kill a job's child and everything it left."""
+
+    def pause_job(self, job: int, pause: bool = True) -> None:
+        """Stop or continue a job's child and everything it started."""
+
+    def control_fileno(self) -> int:
+        """The template's control socket, to wait on with select."""
+
+    def pump_control(self, timeout: float = 0.0) -> Optional[dict]:
+        """Read one control message if one arrives within ``timeout``."""
+
+    def restart(self, reason: str = "") -> None:
+        """Replace the template."""
+
 
 class _Deadline:
     """When a wait for the submission ends; it moves later by time that was not the submission's
@@ -39,7 +74,7 @@ class _Deadline:
         self.at += seconds
 
 
-class _TemplateFailed(Exception):
+class TemplateFailed(Exception):
     """The template died, stopped answering or broke the control protocol."""
 
 
@@ -110,10 +145,8 @@ def callee(remote: Remote) -> tuple:
 class Session:
     """The trusted side of one submission: starts children, sends requests, serves callbacks."""
 
-    def __init__(self, sandbox, sources: dict[str, str], call_timeout_s: float):
-        # sandbox: the launcher's Sandbox whose template forks this session's child (not imported
-        # here: the launcher imports this module)
-        self.sandbox = sandbox
+    def __init__(self, sandbox: TemplateHost, sources: dict[str, str], call_timeout_s: float):
+        self.sandbox = sandbox  # the launcher's Sandbox, whose template forks this session's children
         self.sources = sources
         self.timeout_s = float(call_timeout_s)
         self.child: Optional[_Child] = None
@@ -279,7 +312,7 @@ class Session:
             try:
                 while child.job not in self.sandbox.exited and time.monotonic() < deadline:
                     self.sandbox.pump_control(0.1)
-            except _TemplateFailed:
+            except TemplateFailed:
                 pass
             status = self.sandbox.exited.get(child.job)
         self._drop_child()
@@ -330,7 +363,7 @@ class Session:
             if self.sandbox.control_fileno() in readable or not readable:
                 try:
                     self.sandbox.pump_control(0.0)
-                except _TemplateFailed as exc:
+                except TemplateFailed as exc:
                     # The template died while this child exists. The submission can kill it (same
                     # uid inside the sandbox: see the red-team samples kill_template and
                     # stop_template), so while a call or an import runs that is the submission's
@@ -349,14 +382,14 @@ class Session:
         started = time.monotonic()
         try:
             self.sandbox.pause_job(child.job, True)
-        except (_TemplateFailed, OSError):
+        except (TemplateFailed, OSError):
             return time.monotonic() - started  # the wait loop finds out what happened to the template
         try:
             give_way.give_way()
         finally:
             try:
                 self.sandbox.pause_job(child.job, False)
-            except (_TemplateFailed, OSError):
+            except (TemplateFailed, OSError):
                 pass
         return time.monotonic() - started
 
