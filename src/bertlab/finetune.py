@@ -42,12 +42,12 @@ import torch
 from jaxtyping import Int
 from torch import Tensor, nn
 
-from .encoder import TinyBERT, create_bert
-from .models import MissingModelError, _from_pretrained, count_parameters, load_tokenizer
-from .lesson import duration
-from .cache import key_digest as digest
 from .cache import cache_root, size_text
+from .cache import key_digest as digest
+from .encoder import TinyBERT, create_bert
 from .fileio import atomic_write_text
+from .lesson import duration
+from .models import MissingModelError, _from_pretrained, count_parameters, load_tokenizer
 
 Review = tuple[str, int]  # (text, label), label 1 = positive
 PoolFn = Callable[[Tensor, Tensor], Tensor]

@@ -28,12 +28,12 @@ from . import datasets
 from .dan import DANEncoder
 from .encoder import create_bert
 from .implementations import Implementation
+from .lesson import LessonSteps, announce as say_how_long
 from .models import count_parameters, load_tokenizer, named_model
 from .representations import layer_representations
 from .sts import encode_texts, evaluate_pairs
-from .tasks import EXERCISE_TASKS
 from .tables import cls_layer_cosines, bert_base_on_meta
-from .lesson import LessonSteps, announce as say_how_long
+from .tasks import EXERCISE_TASKS
 
 CKA_PROBE_SIZE = 64  # IMDb reviews used as CKA probe inputs (truncated to 128 tokens)
 

@@ -35,10 +35,10 @@ from torch import Tensor, nn
 
 from . import datasets
 from .datasets import split_sentences  # noqa: F401  (re-exported: the lesson's name for it)
+from .finetune import silenced_transformers
 from .models import EvalMode as _EvalMode
 from .models import MissingModelError, _from_pretrained, load_tokenizer, named_model
 from .nsp import NextSentenceHead, mean_pooled, split_pair_batch
-from .finetune import silenced_transformers
 
 MASK_PLACEHOLDER = "[MASK]"
 

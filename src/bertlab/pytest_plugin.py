@@ -19,8 +19,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from bertlab.tasks import GRADED_TASKS  # noqa: E402
 from bertlab.implementations import load_implementation
+from bertlab.tasks import GRADED_TASKS  # noqa: E402
 
 
 def pytest_addoption(parser):

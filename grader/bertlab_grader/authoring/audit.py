@@ -31,13 +31,13 @@ from typing import Optional
 
 import torch
 
-from bertlab_grader.mutants import Entry, load_bank
-from bertlab_grader.authoring.task_coverage import coverage_gaps
-from bertlab.tasks import EXERCISE_TASKS
-from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab.implementations import load_directory, load_implementation
-from bertlab_grader.grading.scoring import run_hidden_suite, warm_up
+from bertlab.tasks import EXERCISE_TASKS
+from bertlab_grader.authoring.task_coverage import coverage_gaps
+from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.grading.hints import diagnose
+from bertlab_grader.grading.scoring import run_hidden_suite, warm_up
+from bertlab_grader.mutants import Entry, load_bank
 
 
 @dataclass

@@ -12,9 +12,9 @@ from typing import Callable, Iterator
 from bertlab import __version__
 from bertlab.handin.ways import DEFAULT_WAY, HAND_IN_FILE, WAYS
 from bertlab.tasks import ASSIGNMENT, EXERCISE_MODULES, EXERCISES
-from bertlab_grader.core.locations import (DOCS_DIR, PUBLIC_TESTS_DIR, STUDENT_PACKAGE_DIR)
-from bertlab_grader.authoring.stubs import expected_exercises
 from bertlab_grader.authoring.notebook import NOTEBOOK_NAME, notebook_text
+from bertlab_grader.authoring.stubs import expected_exercises
+from bertlab_grader.core.locations import (DOCS_DIR, PUBLIC_TESTS_DIR, STUDENT_PACKAGE_DIR)
 
 
 BUNDLE_DISTRIBUTION = "bertlab-student"

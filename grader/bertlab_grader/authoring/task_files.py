@@ -22,11 +22,11 @@ import ast
 import json
 import tomllib
 
-from bertlab.tasks import dependents, Exercise, EXERCISE_FILES, EXERCISE_TASKS, EXERCISES, PERFORMANCE
 from bertlab.errors import UsageError
-from bertlab_grader.core.locations import CHECKOUT
+from bertlab.tasks import dependents, Exercise, EXERCISE_FILES, EXERCISE_TASKS, EXERCISES, PERFORMANCE
 from bertlab_grader.authoring.notebook import NOTEBOOK_NAME, notebook_text
 from bertlab_grader.authoring.stubs import expected_exercises
+from bertlab_grader.core.locations import CHECKOUT
 
 TEMPLATES = Path(__file__).resolve().parent / "task_template"
 PLACEHOLDER = "TASKNAME"

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 
 from typing import TYPE_CHECKING
 
+from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.core.locations import COURSE_TEMPLATES
 from bertlab_grader.course import code_cells
-from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.course.code_cells import new_code_cell, new_display_output, new_markdown_cell
 
 if TYPE_CHECKING:  # nbformat is imported where a notebook is built: its jsonschema costs a second at import

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from bertlab.errors import UsageError
 
+from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.core.failures import RunStopped
 from bertlab_grader.course.pool import _check_sandbox
 from bertlab_grader.course.results import check_results_schema, format_gradebook, validate_result
-from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.course.submissions import (handin_notes, read_submission_sources, Submission, submission_digest,
                                                valid_id)
 

@@ -25,12 +25,12 @@ from bertlab_grader.course.adjustments import (SET_ASIDE, Adjustment, apply_rule
 from bertlab_grader.course.feedback import build_graded_notebook
 from bertlab_grader.course.nbgrader_main import ARGS_FILE
 
+from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.config import (
     CourseError, NbgraderCommandError, _check_name, _course_lock, _normalise_db_url, _ordered_tasks,
     course_db_url, ensure_python_on_path, nbgrader_environment)
 from bertlab_grader.course.results import autograded_dir, checked_result, results_json_text
 from bertlab_grader.course.submissions import submitted_sources
-from bertlab_grader.core.points import POINTS_EPSILON
 
 log = logging.getLogger(__name__)
 

@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from bertlab_grader.core.failures import GraderFailure
-from bertlab_grader.course.results import autograded_dir, checked_result
 from bertlab_grader.course import gradebook as course_gradebook
+from bertlab_grader.course.results import autograded_dir, checked_result
 
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
 from bertlab_grader.course.submissions import read_submission_sources
+from bertlab_grader.grading.segments import FINAL, final_part
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
-from bertlab_grader.grading.segments import FINAL, final_part
 
 SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertlab.errors import UsageError
-from bertlab_grader.course.submissions import valid_id
 from bertlab_grader.course.config import check_gradebook, CourseError, gradebook_assignments, known_assignments
+from bertlab_grader.course.submissions import valid_id
 
 SEE_A_COURSE = "(or run `bertlab demo --keep DIR` to see one)"
 

@@ -16,9 +16,9 @@ from bertlab.tasks import GRADED_TASKS
 
 from bertlab_grader.core.locations import RESULTS_SCHEMA
 
+from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.config import (
     CourseError, OUTCOMES, _check_max_points, _check_name, _ordered_tasks, course_db_url)
-from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.performance.timing import near_an_edge
 
 log = logging.getLogger(__name__)

@@ -49,28 +49,24 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from datetime import datetime, timezone
+from pathlib import Path
 
-from bertlab.fileio import atomic_write_text
 from bertlab.errors import UsageError
+from bertlab.fileio import atomic_write_text
+from bertlab_grader.cluster.connect import dask_client
 from bertlab_grader.core.failures import GraderFailure, RunStopped
-
+from bertlab_grader.course import config as course_config, gradebook as course_gradebook, journal
+from bertlab_grader.course import results as course_results, submissions as course_submissions
+from bertlab_grader.course.adjustments import KEPT, SET_ASIDE
 from bertlab_grader.course.pool import (_check_sandbox, _pool_results, default_workers, start_fork_server,
                                         start_workers, stop_workers)
 from bertlab_grader.course.pool import _context  # noqa: F401  (tests start their own workers with it)
 from bertlab_grader.course.preconditions import check_course_for_grading
-from bertlab_grader.course import journal
-from bertlab_grader.course.adjustments import KEPT, SET_ASIDE
-from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.course.results import format_gradebook
-from bertlab_grader.course.config import course_db_url
-from bertlab_grader.course import config as course_config, gradebook as course_gradebook
-from bertlab_grader.course import results as course_results, submissions as course_submissions
-from bertlab_grader.performance import record as timing_record
-from bertlab_grader.cluster.connect import dask_client
-from bertlab_grader.performance.host_gate import HostGate
 from bertlab_grader.course.submissions import handin_notes
+from bertlab_grader.performance import gate as timing_gate, record as timing_record
+from bertlab_grader.performance.host_gate import HostGate
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -80,8 +76,7 @@ from bertlab_grader.course.submissions import handin_notes
 def _hidden_paths(course: Path, db_url: str | None) -> list[str]:
     """What the sandbox must not see besides the kit: the course (all students) and the gradebook."""
     hide = [str(course)]
-
-    url = course_db_url(course, db_url)
+    url = course_config.course_db_url(course, db_url)
     if url.startswith("sqlite:///"):
         hide.append(str(Path(url.removeprefix("sqlite:///")).resolve().parent))
     return sorted(set(hide))

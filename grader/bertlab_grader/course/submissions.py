@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 #: The exercise modules a submission may hold; anything else in a submission is ignored.
+from bertlab.handin.manifest import manifest_note
 from bertlab.tasks import EXERCISE_FILES  # noqa: E402
 from bertlab_grader.core.digest import sources_digest  # noqa: E402
-from bertlab.handin.manifest import manifest_note
 
 #: Limits on a submitted zip.
 MAX_ZIP_MEMBERS = 200

@@ -33,11 +33,11 @@ from pathlib import Path
 
 from bertlab.errors import UsageError
 from bertlab.fileio import atomic_write_text
-from bertlab_grader.course.preconditions import require_course_folder, require_graded_assignment
 from bertlab.tasks import GRADED_TASKS
-from bertlab_grader.course.submissions import scan_submitted, submission_digest
 from bertlab_grader.course.config import course_db_url
+from bertlab_grader.course.preconditions import require_course_folder, require_graded_assignment
 from bertlab_grader.course.results import load_results
+from bertlab_grader.course.submissions import scan_submitted, submission_digest
 
 FORMATS = ("canvas", "moodle", "plain")
 #: The roster column matched against the course's student ids, per format (``--id-column``).

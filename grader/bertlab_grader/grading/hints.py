@@ -18,9 +18,9 @@ from typing import Optional
 
 from bertlab.mistakes import find as find_mistake
 
-from bertlab_grader.mutants.fingerprint import FingerprintAborted, pruned_by, same
-from bertlab_grader.mutants.bank import FINGERPRINTS, load_bank
 from bertlab.implementations import load_implementation, load_directory
+from bertlab_grader.mutants.bank import FINGERPRINTS, load_bank
+from bertlab_grader.mutants.fingerprint import FingerprintAborted, pruned_by, same
 
 
 # ---------------------------------------------------------------------------------------------

@@ -51,8 +51,8 @@ import re
 
 from bertlab.fileio import atomic_write_text
 
-from bertlab_grader.core.digest import sources_digest
 from bertlab_grader.core import locations
+from bertlab_grader.core.digest import sources_digest
 
 FORMAT = 1
 

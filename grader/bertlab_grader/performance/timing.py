@@ -93,10 +93,10 @@ EDGE_MARGIN = 1.5
 EXTRA_PAIRS = 56
 FIRST_PAIR_VARIANT = 2  # variants 0 and 1 are the two warm-up calls' (see _compare)
 
-from bertlab_grader.sandbox.inside.copies import fresh_copy as _fresh_copy  # noqa: E402  (the student's side copies by it too)
-from bertlab_grader.sandbox.malloc_pin import steady_allocator  # noqa: E402
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
+from bertlab_grader.sandbox.inside.copies import fresh_copy as _fresh_copy  # noqa: E402  (the student's side copies by it too)
+from bertlab_grader.sandbox.malloc_pin import steady_allocator  # noqa: E402
 
 
 @dataclass

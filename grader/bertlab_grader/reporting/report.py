@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertlab.errors import ReportedError, UsageError
+from bertlab.fileio import atomic_write_text
+from bertlab.mistakes import MISTAKES
 from bertlab.tasks import GRADED_TASKS
 from bertlab_grader.core.locations import REPORT_TEMPLATES
 from bertlab_grader.core.points import POINTS_EPSILON
-from bertlab.mistakes import MISTAKES
-from bertlab_grader.performance.timing import BANDS
 from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder
-from bertlab.fileio import atomic_write_text
-from bertlab_grader.course.runner import last_run_path
 from bertlab_grader.course.results import load_results
+from bertlab_grader.course.runner import last_run_path
+from bertlab_grader.performance.timing import BANDS
 
 _BIN_EPSILON = 1e-6  # a histogram's bin edges: float round-off of value / width
 

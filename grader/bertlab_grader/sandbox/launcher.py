@@ -41,13 +41,13 @@ from bertlab_grader.core.locations import KIT_ROOT, SANDBOX_INSIDE_DIR
 from bertlab_grader.sandbox.bubblewrap import (
     SandboxError, SandboxUnavailable, binary_key, bwrap_checked, find_bwrap, namespace_args, sandbox_python,
     trial_run, unavailable_error, bubblewrap_status)
+from bertlab_grader.sandbox.inside import rpc, reports
 from bertlab_grader.sandbox.malloc_pin import STEADY_MALLOC_ENV
 from bertlab_grader.sandbox.mounts import (
     ALWAYS_HIDDEN, SECRET_PACKAGES, path_exists, mode_allows_others, mount_plan, package_dir, python_dirs,
     site_dirs, is_under, world_traversable)
 from bertlab_grader.sandbox.remote import RemoteImplementation
 from bertlab_grader.sandbox.session import Session, Stashed, TemplateFailed
-from bertlab_grader.sandbox.inside import rpc, reports
 
 #: The sandboxed server, as the sandbox imports it: the folder sandbox/inside/ (SANDBOX_INSIDE_DIR) is
 #: shown alone, under this package name, in a folder of the sandbox's own (``_inside_root``).

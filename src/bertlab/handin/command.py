@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional, TextIO
 
 from .. import __version__
+from ..check.run import PASSED, run_public_tests
 from ..errors import UsageError
 from ..tasks import ASSIGNMENT, EXERCISE_TASKS, EXERCISES
 from ..workspace import find_workspace
@@ -22,7 +23,6 @@ from .archive import write_archive
 from .files import handin_files
 from .manifest import MANIFEST_NAME, build_manifest
 from .ways import hand_in_paragraph
-from ..check.run import PASSED, run_public_tests
 
 IMPORT_CHECK_TIMEOUT_S = 300  # importing torch on a slow laptop, and the student's own module-level code
 

@@ -38,16 +38,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from bertlab.tasks import EXERCISE_FILES, GRADED_TASKS
-from bertlab_grader.core.locations import GRADESCOPE_DIR
 from bertlab.fileio import atomic_write_text
-from bertlab_grader.course.submissions import (UnsafeZipError, _sources_root, handin_notes, read_submission_sources,
-                                               safe_extract_zip)
+from bertlab.tasks import EXERCISE_FILES, GRADED_TASKS
 from bertlab_grader.core import locations
 from bertlab_grader.core.failures import GraderFailure
+from bertlab_grader.core.locations import GRADESCOPE_DIR
 from bertlab_grader.course import grade_one
 from bertlab_grader.course.results import (check_results_schema, error_result, format_gradebook, task_scores,
                                            validate_result)
+from bertlab_grader.course.submissions import (UnsafeZipError, _sources_root, handin_notes, read_submission_sources,
+                                               safe_extract_zip)
 
 ROOT_VARIABLE = "BERTLAB_AUTOGRADER_ROOT"
 DEFAULT_ROOT = "/autograder"
