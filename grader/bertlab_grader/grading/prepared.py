@@ -64,10 +64,11 @@ class PreparedGrader:
         ``grading/segments.py``). ``timings``: where the performance task reuses and keeps this
         submission's measurements (None: it measures afresh and keeps nothing). Raises GraderFailure
         when the grader failed; a student's mistake is a result, never an exception."""
-        with timing_gate.working(), timing_record.use(timings, dict(sources)):
+        sources = dict(sources)  # one plain copy, for the timing record's digest and the grading alike
+        with timing_gate.working(), timing_record.use(timings, sources):
             if part is None:
-                return grade_sources(self.sandbox, dict(sources), student, self.assignment)
-            return grade_part(self.sandbox, dict(sources), student, self.assignment, part)
+                return grade_sources(self.sandbox, sources, student, self.assignment)
+            return grade_part(self.sandbox, sources, student, self.assignment, part)
 
     def close(self) -> None:
         self.sandbox.close()
