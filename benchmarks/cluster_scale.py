@@ -48,6 +48,7 @@ def _grade(cohort: dict, workdir: Path, name: str, **where) -> tuple[float, dict
     result), "warm_s_per_submission" (first to last result), "export_feedback_s" (after the last)}."""
     from bertlab_grader.course import runner
     from bertlab_grader.course.results import load_results
+    from bertlab_grader.course.settings import CourseSettings
 
     course = workdir / name
     write_submissions(course, cohort)
@@ -61,7 +62,7 @@ def _grade(cohort: dict, workdir: Path, name: str, **where) -> tuple[float, dict
     runner._record = timed_record
     start = time.monotonic()
     try:
-        summary = runner.run_course(course, ASSIGNMENT, quiet=True, **where)
+        summary = runner.run_course(CourseSettings(course, ASSIGNMENT), runner.RunOptions(quiet=True, **where))
     finally:
         runner._record = real_record
     end = time.monotonic()

@@ -231,14 +231,16 @@ def run_bertlab(cohort: dict, workers: int, workdir: Path, every_copy: bool = Fa
     the same files on its own, as if no two students handed in identical files. ``phases``, when
     given, is filled with the run's phases in wall seconds (``run_phases``)."""
     from bertlab_grader.course import results as course_results
-    from bertlab_grader.course.runner import grade_course
+    from bertlab_grader.course.runner import RunOptions, grade_course
+    from bertlab_grader.course.settings import CourseSettings
 
     course = workdir / ("bertlab-course-every-copy" if every_copy else "bertlab-course")
     write_submissions(course, cohort)
     with contextlib.ExitStack() as stack:
         marks = stack.enter_context(_phase_marks()) if phases is not None else None
         start = time.monotonic()
-        code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, grade_copies_once=not every_copy)
+        code = grade_course(CourseSettings(course, ASSIGNMENT),
+                            RunOptions(workers=workers, quiet=True, grade_copies_once=not every_copy))
         elapsed = time.monotonic() - start
     if phases is not None:
         phases.update(run_phases(marks, start, elapsed))

@@ -52,7 +52,8 @@ def probe_submissions() -> dict[str, dict[str, str]]:
 
 def grade_once(submissions: dict, copies: int, workers: int, workdir: Path, record: bool) -> tuple[float, dict]:
     from bertlab_grader.course.results import load_results
-    from bertlab_grader.course.runner import grade_course
+    from bertlab_grader.course.runner import RunOptions, grade_course
+    from bertlab_grader.course.settings import CourseSettings
 
     course = workdir / "course"
     regrade = course.exists() and record  # later runs regrade the same course, as --regrade-all does
@@ -67,8 +68,9 @@ def grade_once(submissions: dict, copies: int, workers: int, workdir: Path, reco
     start = time.monotonic()
     # grade_copies_once=False: every copy is graded (and, without the record, timed) on its own; that
     # spread is what this benchmark measures.
-    code = grade_course(course, ASSIGNMENT, workers=workers, quiet=True, regrade_all=regrade, keep_timings=record,
-                        grade_copies_once=False)
+    code = grade_course(CourseSettings(course, ASSIGNMENT),
+                        RunOptions(workers=workers, quiet=True, regrade_all=regrade, keep_timings=record,
+                                   grade_copies_once=False))
     elapsed = time.monotonic() - start
     if code != 0:
         raise SystemExit(f"bertlab grade exited {code}: not every submission was graded")

@@ -91,6 +91,7 @@ def build_course(course: Path, n: int, *, seed: int = 0, layout=None, not_graded
     from bertlab_grader.course.gradebook import export_grades, keep_gradebook_open, record_result
     from bertlab_grader.course.config import init_course
     from bertlab_grader.course.runner import RunSummary, write_last_run
+    from bertlab_grader.course.settings import CourseSettings
     from bertlab_grader.course.submissions import scan_submitted
 
     rng = random.Random(seed)
@@ -125,7 +126,7 @@ def build_course(course: Path, n: int, *, seed: int = 0, layout=None, not_graded
               for i, s in enumerate(failed)}
     problems = scan_submitted(course, ASSIGNMENT)[1]  # the loose folder, as `bertlab grade` finds it
     summary = RunSummary(graded=list(graded) + list(refused or {}), not_graded=dict(causes), layout=problems)
-    write_last_run(course, ASSIGNMENT, summary)
+    write_last_run(CourseSettings(course, ASSIGNMENT), summary)
     return {"results": results, "not_graded": causes, "layout": problems}
 
 

@@ -11,6 +11,7 @@ from bertlab_grader.course.adjustments import KEPT, SET_ASIDE, set_aside_path
 from bertlab_grader.course.config import course_db_url, init_course
 from bertlab_grader.course.gradebook import record_result
 from bertlab_grader.course.runner import RunSummary
+from bertlab_grader.course.settings import CourseSettings
 
 ASSIGNMENT = "week7"
 POINTS = {"cka": 4.0, "pooling": 6.0}
@@ -117,7 +118,7 @@ def test_a_batch_sets_aside_and_keeps_each_students_adjustment_and_a_replay_lose
         real_write(path, text, sync)
 
     monkeypatch.setattr(gradebook, "_write", killed_before_results_json)
-    writer = journal.ResultWriter(course, ASSIGNMENT, on_adjustment=heard.append)
+    writer = journal.ResultWriter(CourseSettings(course, ASSIGNMENT), on_adjustment=heard.append)
     writer.record(_result("ann", DIGEST_A, pooling=2.0))   # --regrade, the same files
     writer.record(_result("bo", DIGEST_B, pooling=1.0))    # handed in again
     with pytest.raises(KeyboardInterrupt):
@@ -126,10 +127,10 @@ def test_a_batch_sets_aside_and_keeps_each_students_adjustment_and_a_replay_lose
     assert _grades(course, "bo")["pooling"] == (1.0, None, None, False, 1.0), "set aside"
     kept = json.loads(set_aside_path(course, ASSIGNMENT).read_text())
     assert [(k["student"], k["files_then"], k["files_now"]) for k in kept] == [("bo", DIGEST_A, DIGEST_B)]
-    assert len(journal.journal_paths(course, ASSIGNMENT)) == 1, "the interrupted batch stays journaled"
+    assert len(journal.journal_paths(CourseSettings(course, ASSIGNMENT))) == 1, "the interrupted batch stays journaled"
 
     monkeypatch.undo()
-    assert sorted(journal.replay(course, ASSIGNMENT, on_adjustment=heard.append)) == ["ann", "bo"]
+    assert sorted(journal.replay(CourseSettings(course, ASSIGNMENT), on_adjustment=heard.append)) == ["ann", "bo"]
     assert _grades(course, "ann")["pooling"] == (2.0, 5.0, None, True, 5.0)
     assert _grades(course, "bo")["pooling"] == (1.0, None, None, False, 1.0)
     assert len(json.loads(set_aside_path(course, ASSIGNMENT).read_text())) == 1, "set aside once"

@@ -33,6 +33,7 @@ from bertlab_grader.cluster import task as cluster_task  # noqa: E402
 from bertlab_grader.commands.demo import build_demo_course  # noqa: E402
 from bertlab_grader.course import gradebook, journal, runner  # noqa: E402
 from bertlab_grader.course.results import grade_differences  # noqa: E402
+from bertlab_grader.course.settings import CourseSettings  # noqa: E402
 
 from dask_processes import CliCluster  # noqa: E402
 
@@ -150,7 +151,7 @@ def test_a_worker_killed_mid_submission_costs_nothing_and_nothing_is_recorded_tw
 
     killer = threading.Thread(target=kill_the_first_busy_worker, daemon=True)
     killer.start()
-    summary = runner.run_course(course, scheduler=cli_cluster.address, quiet=True)
+    summary = runner.run_course(CourseSettings(course), runner.RunOptions(scheduler=cli_cluster.address, quiet=True))
     killer.join(30)
     assert killed, "no grading started"
     assert summary.not_graded == {}, summary.format()
@@ -256,7 +257,7 @@ def test_ctrl_c_keeps_every_finished_result_and_half_writes_nothing(cli_cluster,
     deadline = time.monotonic() + 600
 
     def finished() -> bool:  # a result journaled (the run's writer writes it with its batch, or on Ctrl-C)
-        for path in journal.journal_paths(course, "week7"):
+        for path in journal.journal_paths(CourseSettings(course, "week7")):
             try:
                 if journal.read_entries(path):
                     return True
@@ -298,7 +299,7 @@ def test_the_scheduler_gone_mid_run_keeps_what_finished_and_a_local_cluster_grad
             os.kill(cli_cluster.scheduler.pid, signal.SIGKILL)
 
     monkeypatch.setattr(journal.ResultWriter, "record", record_then_kill)
-    summary = runner.run_course(course, scheduler=cli_cluster.address, quiet=True)
+    summary = runner.run_course(CourseSettings(course), runner.RunOptions(scheduler=cli_cluster.address, quiet=True))
     monkeypatch.undo()
     assert summary.exit_code == 1 and summary.stopped and "scheduler" in summary.stopped, summary.format()
     assert summary.graded, "the result recorded before the scheduler went away is lost"

@@ -27,6 +27,7 @@ from bertlab_grader.course.config import CourseError, course_db_url, init_course
 from bertlab_grader.course.results import course_max_points, error_result, load_results, validate_result, write_results_json
 from bertlab_grader.course.gradebook import export_grades, export_and_feedback, generate_feedback, keep_gradebook_open, record_result
 from bertlab_grader.course.submissions import list_submissions, read_submission_sources
+from bertlab_grader.course.settings import CourseSettings
 
 ASSIGNMENT = "week7"
 
@@ -499,7 +500,7 @@ def test_cohort_export_and_feedback_split_over_processes(tmp_path):
             result["tests"][0].update(outcome="passed", points=float(i % 7), message="")
             result["score"] = float(i % 7)
             record_result(course, result)
-    grades, feedback = export_and_feedback(course, ASSIGNMENT, students=students, processes=2)
+    grades, feedback = export_and_feedback(CourseSettings(course, ASSIGNMENT), students=students, processes=2)
     with open(grades, newline="") as handle:
         rows = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
     assert rows == {s: float(i % 7) for i, s in enumerate(students)}

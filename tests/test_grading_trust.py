@@ -24,6 +24,7 @@ from bertlab_grader.core.failures import GraderFailure
 from bertlab_grader.core.locations import reference_sources
 from bertlab_grader.grading.preflight import shortfall
 from bertlab.tasks import EXERCISE_FILES
+from bertlab_grader.course.settings import CourseSettings
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 STUBS = {name: (KIT_ROOT / "exercises" / name).read_text() for name in EXERCISE_FILES}
@@ -271,9 +272,9 @@ def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
         result = course_results.error_result(student, "week7", "x", {"cka": 1.0})
         result["submission_digest"] = course_submissions.submission_digest(sub)
         course_results.write_results_json(course, result)
-    summary = runner.run_course(course, "week7", quiet=True)
+    summary = runner.run_course(CourseSettings(course, "week7"), runner.RunOptions(quiet=True))
     assert chosen["todo"] == [] and sorted(summary.unchanged) == ["s1", "s2"]
-    summary = runner.run_course(course, "week7", quiet=True, regrade_all=True)
+    summary = runner.run_course(CourseSettings(course, "week7"), runner.RunOptions(quiet=True, regrade_all=True))
     assert chosen["todo"] == ["s1", "s2"] and summary.exit_code == 1 and summary.stopped
 
 
@@ -313,7 +314,7 @@ def test_copies_are_graded_once_and_each_gets_the_result_under_its_own_name(tmp_
     monkeypatch.setattr(course_gradebook, "record_results", record_results)
     monkeypatch.setattr(course_gradebook, "export_and_feedback", lambda *a, **k: (None, None))
     monkeypatch.setattr(course_gradebook, "keep_gradebook_open", lambda *a, **k: __import__("contextlib").nullcontext())
-    summary = runner.run_course(course, "week7", quiet=True)
+    summary = runner.run_course(CourseSettings(course, "week7"), runner.RunOptions(quiet=True))
     assert sent == ["s1", "s3", "s5"], "each set of files goes to the workers once, the first student's"
     assert sorted(recorded) == ["s1", "s2", "s3", "s4"]
     for copy in ("s2", "s4"):
@@ -324,7 +325,8 @@ def test_copies_are_graded_once_and_each_gets_the_result_under_its_own_name(tmp_
 
     sent.clear()
     recorded.clear()
-    runner.run_course(course, "week7", quiet=True, regrade_all=True, grade_copies_once=False)
+    runner.run_course(CourseSettings(course, "week7"),
+                      runner.RunOptions(quiet=True, regrade_all=True, grade_copies_once=False))
     assert sent == ["s1", "s2", "s3", "s4", "s5", "s6"], "grade_copies_once=False grades every copy"
 
 
@@ -366,3 +368,57 @@ def test_doctor(tmp_path):
     broken = _bertlab("doctor", "--no-preflight", env=_broken_bwrap(tmp_path / "bin", fail_for=""))
     assert broken.returncode == 1
     assert broken.stdout.startswith("FAIL  bubblewrap") and "Traceback" not in broken.stdout + broken.stderr
+
+
+def test_a_result_is_checked_once_and_only_its_batch_waits_between_timings(tmp_path, monkeypatch):
+    """One submission's path from the worker to results.json: its result is checked (validated and held
+    to results.schema.json) once, when the run's writer takes it, and not again when the run reads the
+    results back for the gradebook table; the writer waits for the timing room (a worker timing)
+    around each batch it writes into the gradebook, never to take a result."""
+    import contextlib
+
+    from bertlab_grader.course import config as course_config, gradebook as course_gradebook, runner
+    from bertlab_grader.course import results as course_results
+    from bertlab_grader.performance import gate as timing_gate
+
+    course = tmp_path / "course"
+    students = ["s1", "s2", "s3"]
+    for student in students:
+        _submit(course, student, {**STUBS, "cka.py": STUBS["cka.py"] + f"\n# {student}\n"})
+
+    def fake_pool(todo, *args, **kwargs):
+        for s in todo:
+            yield s, course_results.error_result(s.student, "week7", "graded", {"cka": 1.0}), None
+
+    checked, waits, batches = [], [], []
+    real_validate = course_results.validate_result
+
+    def counting_validate(result):
+        checked.append(result["student"])
+        return real_validate(result)
+
+    @contextlib.contextmanager
+    def counting_gate():
+        waits.append(len(batches))
+        yield
+
+    def record_results(course, entries, db_url=None, **kw):
+        batches.append([e["result"]["student"] for e in entries])
+        return [course] * len(entries)
+
+    monkeypatch.setattr(runner, "_pool_results", fake_pool)
+    monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
+    monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
+    monkeypatch.setattr(course_config, "init_course", lambda *a, **k: None)
+    monkeypatch.setattr(course_gradebook, "record_results", record_results)
+    monkeypatch.setattr(course_gradebook, "export_and_feedback", lambda *a, **k: (None, None))
+    monkeypatch.setattr(course_gradebook, "keep_gradebook_open", lambda *a, **k: contextlib.nullcontext())
+    monkeypatch.setattr(course_results, "validate_result", counting_validate)
+    monkeypatch.setattr(timing_gate, "working", counting_gate)
+    summary = runner.run_course(CourseSettings(course, "week7"), runner.RunOptions(quiet=True))
+    assert sorted(summary.graded) == students
+    assert sorted(checked) == students, f"each result is checked once, where it is written: {checked}"
+    assert [s for batch in batches for s in batch] == students
+    assert len(waits) == len(batches), (
+        f"{len(waits)} waits for the timing room for {len(batches)} batch(es) of {len(students)} results: "
+        "the writer waits around a batch only")

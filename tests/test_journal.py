@@ -24,6 +24,7 @@ from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.course import gradebook, journal, submissions
 from bertlab_grader.course.config import course_db_url, init_course
 from bertlab_grader.course.results import error_result
+from bertlab_grader.course.settings import CourseSettings
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "week7"
@@ -118,7 +119,7 @@ def _results_json(course: Path) -> dict[str, dict]:
 def _journaled(course: Path) -> dict[str, dict]:
     """student -> their last journaled result, over every journal left in the course."""
     out = {}
-    for path in journal.journal_paths(course, ASSIGNMENT):
+    for path in journal.journal_paths(CourseSettings(course, ASSIGNMENT)):
         for entry in journal.read_entries(path):
             out[entry["result"]["student"]] = entry["result"]
     return out
@@ -135,6 +136,7 @@ CHILD = r"""
 import json, os, signal, sys
 from pathlib import Path
 from bertlab_grader.course import gradebook, journal
+from bertlab_grader.course.settings import CourseSettings
 
 course, db_url, crash, batch = Path(sys.argv[1]), sys.argv[2] or None, sys.argv[3], int(sys.argv[4])
 results = json.loads(Path(sys.argv[5]).read_text())
@@ -159,7 +161,7 @@ def write(path, text, sync):
 
 gradebook._record_in_gradebook, gradebook._write = record_in_gradebook, write
 with gradebook.keep_gradebook_open(course, db_url):
-    with journal.ResultWriter(course, "week7", db_url, batch_size=batch, max_wait_s=1e9) as writer:
+    with journal.ResultWriter(CourseSettings(course, "week7", db_url), batch_size=batch, max_wait_s=1e9) as writer:
         for result in results:
             writer.record(result)
             print(result["student"], flush=True)
@@ -207,7 +209,7 @@ def _next_run(course: Path, db_url: str | None, monkeypatch):
     monkeypatch.setattr(runner, "start_fork_server", lambda: None)
     monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
     monkeypatch.setattr(gradebook, "export_and_feedback", lambda *a, **k: (None, None))
-    summary = runner.run_course(course, ASSIGNMENT, db_url=db_url, quiet=True)
+    summary = runner.run_course(CourseSettings(course, ASSIGNMENT, db_url), runner.RunOptions(quiet=True))
     return summary, graded
 
 
@@ -245,7 +247,7 @@ def test_a_writer_killed_mid_batch_loses_nothing_it_journaled(tmp_path, db_url, 
     assert set(journaled) <= set(summary.unchanged), "a replayed result was not counted as graded before"
     assert not set(journaled) & set(graded), "a journaled result was graded again"
     assert sorted(graded) == sorted(set(students) - set(journaled)), "what was never journaled is graded"
-    assert journal.journal_paths(course, ASSIGNMENT) == [], "the replayed journal was left behind"
+    assert journal.journal_paths(CourseSettings(course, ASSIGNMENT)) == [], "the replayed journal was left behind"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -263,7 +265,7 @@ def test_the_writer_records_in_batches_and_removes_its_journal(tmp_path, monkeyp
         return real(course_dir, entries, db_url, **kwargs)
 
     monkeypatch.setattr(gradebook, "record_results", counting)
-    with journal.ResultWriter(course, ASSIGNMENT, batch_size=2, max_wait_s=1e9) as writer:
+    with journal.ResultWriter(CourseSettings(course, ASSIGNMENT), batch_size=2, max_wait_s=1e9) as writer:
         for i, student in enumerate(students):
             writer.record(_result(course, student, i), on_recorded=recorded.append)
         assert len(journal.read_entries(writer._journal.path)) == 5, "every result is journaled when recorded"
@@ -272,7 +274,7 @@ def test_the_writer_records_in_batches_and_removes_its_journal(tmp_path, monkeyp
     assert recorded == students
     assert _gradebook_cka(course, None) == {s: float(i % 4) for i, s in enumerate(students)}
     assert sorted(_results_json(course)) == students
-    assert journal.journal_paths(course, ASSIGNMENT) == []
+    assert journal.journal_paths(CourseSettings(course, ASSIGNMENT)) == []
 
 
 def test_each_result_is_validated_once_where_it_is_written_and_an_invalid_one_is_not_journaled(tmp_path, monkeypatch):
@@ -283,7 +285,7 @@ def test_each_result_is_validated_once_where_it_is_written_and_an_invalid_one_is
     real = results_module.validate_result
     monkeypatch.setattr(results_module, "validate_result", lambda r: calls.append(r.get("student")) or real(r))
     failed = []
-    with journal.ResultWriter(course, ASSIGNMENT) as writer:
+    with journal.ResultWriter(CourseSettings(course, ASSIGNMENT)) as writer:
         writer.record(_result(course, "ann", 1))
         bad = _result(course, "bo", 2)
         bad["tests"][0]["points"] = 99.0  # more than its max_points
@@ -296,11 +298,11 @@ def test_each_result_is_validated_once_where_it_is_written_and_an_invalid_one_is
 
 def test_a_live_writers_journal_is_not_replayed(tmp_path):
     course = _course(tmp_path, ["ann"], None)
-    with journal.ResultWriter(course, ASSIGNMENT, max_wait_s=1e9) as writer:
+    with journal.ResultWriter(CourseSettings(course, ASSIGNMENT), max_wait_s=1e9) as writer:
         writer.record(_result(course, "ann", 1))
-        assert journal.replay(course, ASSIGNMENT) == [], "another run's journal, still being written, was replayed"
-        assert journal.journal_paths(course, ASSIGNMENT) == [writer._journal.path]
-    assert journal.journal_paths(course, ASSIGNMENT) == []
+        assert journal.replay(CourseSettings(course, ASSIGNMENT)) == [], "another run's journal, still being written, was replayed"
+        assert journal.journal_paths(CourseSettings(course, ASSIGNMENT)) == [writer._journal.path]
+    assert journal.journal_paths(CourseSettings(course, ASSIGNMENT)) == []
 
 
 def test_replay_leaves_out_a_cut_short_last_line_and_what_results_json_already_holds(tmp_path, monkeypatch):
@@ -315,7 +317,7 @@ def test_replay_leaves_out_a_cut_short_last_line_and_what_results_json_already_h
     real = gradebook.record_results
     monkeypatch.setattr(gradebook, "record_results", lambda c, entries, *a, **k: replayed.extend(
         e["result"]["student"] for e in entries) or real(c, entries, *a, **k))
-    assert journal.replay(course, ASSIGNMENT) == ["bo"]
+    assert journal.replay(CourseSettings(course, ASSIGNMENT)) == ["bo"]
     assert replayed == ["bo"], "ann's results.json already held her journaled result"
     assert sorted(_results_json(course)) == ["ann", "bo"], "cy's line was cut short: never recorded, graded again"
     assert not path.exists()
@@ -329,16 +331,16 @@ def test_a_gradebook_that_cannot_be_written_keeps_the_journal_for_the_next_run(t
         raise OSError("disk full")
 
     monkeypatch.setattr(gradebook, "record_results", broken)
-    with journal.ResultWriter(course, ASSIGNMENT) as writer:
+    with journal.ResultWriter(CourseSettings(course, ASSIGNMENT)) as writer:
         writer.record(_result(course, "ann", 1), on_failed=lambda s, cause: failed.append((s, cause)))
     assert failed == [("ann", "the result could not be recorded: OSError: disk full")]
-    assert len(journal.journal_paths(course, ASSIGNMENT)) == 1, "the journal must stay: it holds ann's result"
+    assert len(journal.journal_paths(CourseSettings(course, ASSIGNMENT))) == 1, "the journal must stay: it holds ann's result"
     from bertlab_grader.core.failures import GraderFailure
 
     with pytest.raises(GraderFailure, match="disk full"):
-        journal.replay(course, ASSIGNMENT)
-    assert len(journal.journal_paths(course, ASSIGNMENT)) == 1
+        journal.replay(CourseSettings(course, ASSIGNMENT))
+    assert len(journal.journal_paths(CourseSettings(course, ASSIGNMENT))) == 1
     monkeypatch.undo()
-    assert journal.replay(course, ASSIGNMENT) == ["ann"]
+    assert journal.replay(CourseSettings(course, ASSIGNMENT)) == ["ann"]
     assert _gradebook_cka(course, None) == {"ann": 1.0}
-    assert journal.journal_paths(course, ASSIGNMENT) == []
+    assert journal.journal_paths(CourseSettings(course, ASSIGNMENT)) == []

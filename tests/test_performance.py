@@ -358,10 +358,11 @@ def test_bertlab_grade_retime_reaches_the_runner(monkeypatch, tmp_path):
     from bertlab_grader.course import runner
 
     calls = []
-    monkeypatch.setattr(runner, "grade_course", lambda course, **kwargs: calls.append(kwargs) or 0)
+    monkeypatch.setattr(runner, "grade_course", lambda settings, options: calls.append((settings, options)) or 0)
     assert cli.main(["grade", str(tmp_path), "--retime"]) == 0
     assert cli.main(["grade", str(tmp_path)]) == 0
-    assert [c["retime"] for c in calls] == [True, False]
+    assert [options.retime for _, options in calls] == [True, False]
+    assert [settings.root for settings, _ in calls] == [tmp_path.resolve()] * 2
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -74,8 +74,9 @@ def test_grade_course(tmp_path):
 
     def journaled() -> dict:
         from bertlab_grader.course import journal
+        from bertlab_grader.course.settings import CourseSettings
 
-        return {e["result"]["student"]: e["result"] for path in journal.journal_paths(course, "week7")
+        return {e["result"]["student"]: e["result"] for path in journal.journal_paths(CourseSettings(course, "week7"))
                 for e in journal.read_entries(path)}
 
     while not journaled() and not results() and time.monotonic() < deadline and first.poll() is None:

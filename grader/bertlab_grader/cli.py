@@ -25,13 +25,22 @@ def _cmd_release(args) -> int:
     return 0
 
 
-def _cmd_grade(args) -> int:
-    from bertlab_grader.course.runner import grade_course
+def _course_settings(args):
+    """The course a command names, built once from its command line (--assignment, --db-url, and
+    --unsafe-no-sandbox where the command has it)."""
+    from bertlab_grader.course.settings import CourseSettings
 
-    return grade_course(Path(args.course), assignment=args.assignment, workers=args.workers, db_url=args.db_url,
-                        regrade=args.regrade or (), regrade_all=args.regrade_all,
-                        unsafe_no_sandbox=args.unsafe_no_sandbox, retime=args.retime,
-                        scheduler=args.scheduler, cluster=args.cluster)
+    return CourseSettings(Path(args.course), args.assignment, getattr(args, "db_url", None),
+                          getattr(args, "unsafe_no_sandbox", False))
+
+
+def _cmd_grade(args) -> int:
+    from bertlab_grader.course.runner import RunOptions, grade_course
+
+    return grade_course(_course_settings(args),
+                        RunOptions(workers=args.workers, regrade=tuple(args.regrade or ()),
+                                   regrade_all=args.regrade_all, retime=args.retime,
+                                   scheduler=args.scheduler, cluster=args.cluster))
 
 
 def _cmd_grade_one(args) -> int:
@@ -48,8 +57,7 @@ def _cmd_doctor(args) -> int:
         from bertlab_grader.commands.doctor import run_cluster_doctor
 
         return run_cluster_doctor(args.scheduler, assignment=args.assignment)
-    return run_doctor(Path(args.course) if args.course else None, assignment=args.assignment, db_url=args.db_url,
-                      preflight=not args.no_preflight)
+    return run_doctor(_course_settings(args) if args.course else None, preflight=not args.no_preflight)
 
 
 def _cmd_audit(args) -> int:

@@ -21,7 +21,8 @@ from bertlab_grader.core.locations import DEMO_COHORT_DIR as COHORT_DIR
 from bertlab_grader.core.locations import reference_sources
 from bertlab_grader.course.pool import start_fork_server
 from bertlab_grader.course.results import load_results
-from bertlab_grader.course.runner import grade_course
+from bertlab_grader.course.runner import RunOptions, grade_course
+from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.grading.preflight import shortfall
 
 ASSIGNMENT = "week7"
@@ -86,7 +87,8 @@ def run_demo(keep: str | None = None, workers: int | None = None, unsafe_no_sand
     # while the course is built (about 1 s); grade_course finds it running.
     start_fork_server()
     build_demo_course(course)
-    code = grade_course(course, ASSIGNMENT, workers=workers, unsafe_no_sandbox=unsafe_no_sandbox)
+    code = grade_course(CourseSettings(course, ASSIGNMENT, unsafe_no_sandbox=unsafe_no_sandbox),
+                        RunOptions(workers=workers))
     alice = load_results(course, ASSIGNMENT).get("alice")
     problem = "alice was not graded" if alice is None else shortfall(alice)
     if problem is not None:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
+
+if TYPE_CHECKING:  # (the course's modules are imported by the checks that need them: doctor starts fast)
+    from bertlab_grader.course.settings import CourseSettings
 
 OK, FAIL, SKIP = "ok", "FAIL", "skip"
 
@@ -34,22 +36,22 @@ def _check_model() -> tuple[str, str]:
     return OK, f"all-MiniLM-L6-v2 loads offline ({n:,} parameters, {time.monotonic() - start:.1f} s)"
 
 
-def _check_course(course: Path, assignment: str, db_url: Optional[str]) -> tuple[str, str]:
+def _check_course(settings: CourseSettings) -> tuple[str, str]:
     from bertlab_grader.course.submissions import scan_submitted
     from bertlab_grader.course.preconditions import check_course_for_grading
 
-    check_course_for_grading(course, assignment, db_url)
-    submissions, layout = scan_submitted(course, assignment)
-    text = f"{course}: {len(submissions)} submission(s) of {assignment}"
+    check_course_for_grading(settings)
+    submissions, layout = scan_submitted(settings.root, settings.assignment)
+    text = f"{settings.root}: {len(submissions)} submission(s) of {settings.assignment}"
     if layout:
         text += f"; {len(layout)} folder(s) under submitted/ hold none (`bertlab grade` lists them)"
     return OK, text
 
 
-def _check_gradebook(course: Path, db_url: Optional[str]) -> tuple[str, str]:
+def _check_gradebook(settings: CourseSettings) -> tuple[str, str]:
     from bertlab_grader.course.config import check_gradebook
 
-    url = check_gradebook(course, db_url)
+    url = check_gradebook(settings.root, settings.db_url)
     return OK, f"writable: {url}"
 
 
@@ -74,14 +76,13 @@ def _run(name: str, check: Callable[[], tuple[str, str]]) -> str:
     return status
 
 
-def run_doctor(course: Optional[Path] = None, assignment: str = "week7", db_url: Optional[str] = None,
-               preflight: bool = True) -> int:
-    """Print one line per check; 0 when none failed, else 1."""
+def run_doctor(settings: Optional[CourseSettings] = None, preflight: bool = True) -> int:
+    """Print one line per check (the course's two only when ``settings`` names one); 0 when none
+    failed, else 1."""
     statuses = [_run("bubblewrap", _check_bubblewrap), _run("model", _check_model)]
-    if course is not None:
-        course = course.resolve()
-        statuses.append(_run("course", lambda: _check_course(course, assignment, db_url)))
-        statuses.append(_run("gradebook", lambda: _check_gradebook(course, db_url)))
+    if settings is not None:
+        statuses.append(_run("course", lambda: _check_course(settings)))
+        statuses.append(_run("gradebook", lambda: _check_gradebook(settings)))
     else:
         for name in ("course", "gradebook"):
             print(f"{SKIP:<5} {name:<10} no COURSE given (bertlab doctor COURSE checks it)")

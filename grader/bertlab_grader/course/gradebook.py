@@ -30,6 +30,7 @@ from bertlab_grader.course.config import (
     CourseError, NbgraderCommandError, _check_name, _course_lock, _normalise_db_url, _ordered_tasks,
     course_db_url, ensure_python_on_path, nbgrader_environment)
 from bertlab_grader.course.results import autograded_dir, checked_result, results_json_text
+from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import submitted_sources
 
 log = logging.getLogger(__name__)
@@ -405,8 +406,7 @@ def generate_feedback(course_dir: str | os.PathLike, assignment: str = "week7", 
     return course_dir / "feedback"
 
 
-def export_and_feedback(course_dir: str | os.PathLike, assignment: str = "week7", db_url: str | None = None,
-                        students: list[str] | None = None, processes: int = 1,
+def export_and_feedback(settings: CourseSettings, students: list[str] | None = None, processes: int = 1,
                         timeout: float = 600) -> tuple[Path, Path]:
     """``nbgrader export`` and ``nbgrader generate_feedback``, run side by side; the feedback split over
     ``processes`` nbgrader processes, each excluding the other parts' ``students``
@@ -419,7 +419,7 @@ def export_and_feedback(course_dir: str | os.PathLike, assignment: str = "week7"
     feedback is the same, file for file, as one ``nbgrader generate_feedback`` writes
     (tests/test_course.py).
     """
-    course_dir = Path(course_dir).resolve()
+    course_dir, assignment, db_url = settings.root, settings.assignment, settings.db_url
     _check_name("assignment", assignment)
     for student in students or ():
         _check_name("student", student)

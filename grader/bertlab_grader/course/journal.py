@@ -31,6 +31,7 @@ then is the journal removed. Until then the journal holds every result of the ru
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import fcntl
@@ -45,6 +46,7 @@ from pathlib import Path
 from bertlab_grader.core.failures import GraderFailure
 from bertlab_grader.course import gradebook as course_gradebook
 from bertlab_grader.course.results import autograded_dir, checked_result
+from bertlab_grader.course.settings import CourseSettings
 
 
 log = logging.getLogger(__name__)
@@ -54,10 +56,10 @@ BATCH_SIZE = 200     # results per gradebook transaction
 MAX_WAIT_S = 2.0     # a result waits at most this long (to the next result's arrival) for its batch
 
 
-def journal_paths(course: Path, assignment: str) -> list[Path]:
-    """Every journal of ``assignment`` in the course, oldest first (the name carries its start time)."""
-    folder = Path(course) / ".bertlab"
-    paths = folder.glob(f"recording-{assignment}-*.jsonl") if folder.is_dir() else []
+def journal_paths(settings: CourseSettings) -> list[Path]:
+    """Every journal of the assignment in the course, oldest first (the name carries its start time)."""
+    folder = settings.root / ".bertlab"
+    paths = folder.glob(f"recording-{settings.assignment}-*.jsonl") if folder.is_dir() else []
     return sorted(paths, key=lambda p: p.name)
 
 
@@ -88,10 +90,10 @@ class Journal:
     written, only a machine's crash can lose the lines not yet synced, and their results with them,
     whole: those submissions are graded again."""
 
-    def __init__(self, course: Path, assignment: str):
-        folder = Path(course) / ".bertlab"
+    def __init__(self, settings: CourseSettings):
+        folder = settings.root / ".bertlab"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.path = folder / f"recording-{assignment}-{time.time_ns():020d}-{os.getpid()}.jsonl"
+        self.path = folder / f"recording-{settings.assignment}-{time.time_ns():020d}-{os.getpid()}.jsonl"
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         # The file's name must survive a crash too: sync the folder once.
@@ -192,10 +194,10 @@ def read_entries(path: Path) -> list[dict]:
     return entries
 
 
-def _orphans(course: Path, assignment: str) -> list[tuple[Path, int]]:
+def _orphans(settings: CourseSettings) -> list[tuple[Path, int]]:
     """The journals no live writer holds, each opened and locked by this process: (path, fd)."""
     found = []
-    for path in journal_paths(course, assignment):
+    for path in journal_paths(settings):
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:  # its writer finished and removed it just now
@@ -218,17 +220,16 @@ def _already_recorded(course: Path, result: Mapping) -> bool:
         return False
 
 
-def replay(course: Path, assignment: str, db_url: str | None = None,
-           on_adjustment: Callable | None = None) -> list[str]:
-    """Record what the journals of killed runs hold and the course does not; remove those journals.
-    Returns the students whose results were recorded now.
+def replay(settings: CourseSettings, on_adjustment: Callable | None = None) -> list[str]:
+    """Record what the journals of killed runs of ``settings``' assignment hold and the course does
+    not; remove those journals. Returns the students whose results were recorded now.
 
     Each entry is checked again (it was read back from disk). A student's last entry wins. An entry
     that cannot be recorded on its own (a task the gradebook does not grade) is left out with a
     warning: that student has no results.json for it, so the run grades them again. If the gradebook
     cannot be written at all, GraderFailure: the journal stays, and nothing newer is recorded over it."""
-    course = Path(course)
-    orphans = _orphans(course, assignment)
+    course, assignment = settings.root, settings.assignment
+    orphans = _orphans(settings)
     if not orphans:
         return []
     try:
@@ -246,7 +247,8 @@ def replay(course: Path, assignment: str, db_url: str | None = None,
         recorded = []
         if todo:
             try:
-                outcomes = course_gradebook.record_results(course, todo, db_url, on_adjustment=on_adjustment, sync=False)
+                outcomes = course_gradebook.record_results(course, todo, settings.db_url, on_adjustment=on_adjustment,
+                                                           sync=False)
             except Exception as exc:  # noqa: BLE001 - the gradebook or the disk
                 names = ", ".join(str(p) for p, _ in orphans)
                 raise GraderFailure(
@@ -280,15 +282,22 @@ class ResultWriter:
     and at ``close``.
 
     ``on_recorded(student)`` / ``on_failed(student, cause)`` are told per result once its batch is
-    written. A batch that could not be written leaves the journal in place: the next run replays it."""
+    written. A batch that could not be written leaves the journal in place: the next run replays it.
+    ``written``: student -> the result (as checked, once, by ``record``) whose batch was written, so
+    the run need not read results.json back.
 
-    def __init__(self, course: Path, assignment: str, db_url: str | None = None, *,
-                 on_adjustment: Callable | None = None, batch_size: int = BATCH_SIZE,
-                 max_wait_s: float = MAX_WAIT_S):
-        self.course = Path(course).resolve()
-        self.assignment = assignment
-        self.db_url = db_url
+    ``between_timings``: a context manager each batch is written inside (the runner passes
+    ``performance.gate.working``: a batch is a second of CPU, kept out of a worker's timing). Checking
+    a result and journaling it never wait for it; only a batch's writing does."""
+
+    def __init__(self, settings: CourseSettings, *, on_adjustment: Callable | None = None,
+                 between_timings: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+                 batch_size: int = BATCH_SIZE, max_wait_s: float = MAX_WAIT_S):
+        self.settings = settings
+        self.course, self.db_url = settings.root, settings.db_url
         self.on_adjustment = on_adjustment
+        self.between_timings = between_timings
+        self.written: dict[str, dict] = {}
         self.batch_size = max(1, batch_size)
         self.max_wait_s = max_wait_s
         self._pending: list[tuple[dict, Callable | None, Callable | None]] = []
@@ -308,7 +317,7 @@ class ResultWriter:
         it, queue it, and write the queue if it is due."""
         entry = course_gradebook.prepare_record(self.course, result)
         if self._journal is None:
-            self._journal = Journal(self.course, self.assignment)
+            self._journal = Journal(self.settings)
         self._journal.append({"format": FORMAT, **entry})
         if not self._pending:
             self._oldest = time.monotonic()
@@ -324,8 +333,9 @@ class ResultWriter:
         failed_before, self._unwritten = self._unwritten, True  # (a Ctrl-C mid-batch keeps the journal)
         try:
             self._journal.wait_synced()  # nothing reaches the gradebook that the journal could lose
-            outcomes = course_gradebook.record_results(self.course, [entry for entry, _, _ in batch], self.db_url,
-                                               on_adjustment=self.on_adjustment, sync=False)
+            with self.between_timings():
+                outcomes = course_gradebook.record_results(self.course, [entry for entry, _, _ in batch],
+                                                           self.db_url, on_adjustment=self.on_adjustment, sync=False)
         except Exception as exc:  # noqa: BLE001 - the gradebook or the disk: the journal keeps them
             outcomes = [exc] * len(batch)
         self._unwritten = failed_before
@@ -335,8 +345,10 @@ class ResultWriter:
                 self._unwritten = True
                 if on_failed is not None:
                     on_failed(student, f"the result could not be recorded: {type(outcome).__name__}: {outcome}")
-            elif on_recorded is not None:
-                on_recorded(student)
+            else:
+                self.written[student] = entry["result"]
+                if on_recorded is not None:
+                    on_recorded(student)
 
     def close(self) -> None:
         """Write what is queued, sync the course's files, and remove the journal (kept if a batch failed,

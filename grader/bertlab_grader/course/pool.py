@@ -16,6 +16,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
+from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import read_submission_sources
 from bertlab_grader.grading.segments import FINAL, final_part
 from bertlab_grader.performance import gate as timing_gate
@@ -47,8 +48,7 @@ def _end_with_the_main_process() -> None:
     threading.Thread(target=watch, name="bertlab-end-with-main", daemon=True).start()
 
 
-def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sandbox: bool, gate=None,
-                 timings: str | None = None) -> None:
+def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: str | None = None) -> None:
     """A trusted grader worker: one warm sandbox, a preflight, then submissions in, results out.
 
     Jobs from the main process: (student, path, None) grades a whole submission; (student, path,
@@ -57,7 +57,8 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
     ("result", results dict), ("part", {"result", "memos"}), ("grader_failure", cause).
     Each worker's sandbox runs under its own unprivileged uid, because RLIMIT_NPROC counts processes
     per uid: with a shared uid, one student's fork bomb would starve the other workers' students.
-    ``gate`` (bertlab_grader.performance.gate.TimingGate): everything but the performance task's timings is
+    ``settings``: the course (its sandbox hides the course and the gradebook; the instructor's sandbox
+    choice). ``gate`` (bertlab_grader.performance.gate.TimingGate): everything but the performance task's timings is
     work; a timing has the machine to itself.
     ``timings``: the course's timing record (grader/bertlab_grader/performance/record.py), or None to keep none: each
     distinct submission is timed once, and identical files reuse that measurement.
@@ -75,7 +76,8 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
         record = (timing_record.TimingRecord(Path(timings), timing_record.protocol_digest())
                   if timings is not None else None)
         warm_up()  # already done in the fork server (grader/bertlab_grader/course/worker_preload.py); with spawn, done here
-        grader = PreparedGrader.start(assignment, hide, SANDBOX_UID_BASE + slot, unsafe_no_sandbox)
+        grader = PreparedGrader.start(settings.assignment, settings.hidden_paths(), SANDBOX_UID_BASE + slot,
+                                      settings.unsafe_no_sandbox)
     except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
         conn.send(("fatal", f"{type(exc).__name__}: {exc}"))
         return
@@ -96,12 +98,10 @@ def _worker_main(conn, hide: list[str], assignment: str, slot: int, unsafe_no_sa
 class _Worker:
     """Main-process handle of one grader worker process."""
 
-    def __init__(self, ctx, hide, assignment, slot, unsafe_no_sandbox, gate=None, timings=None):
-        self.slot, self.gate, self.timings = slot, gate, timings
+    def __init__(self, ctx, settings: CourseSettings, slot: int, gate=None, timings: str | None = None):
+        self.settings, self.slot, self.gate, self.timings = settings, slot, gate, timings
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main,
-                                   args=(child, hide, assignment, slot, unsafe_no_sandbox, gate, timings),
-                                   daemon=True)
+        self.process = ctx.Process(target=_worker_main, args=(child, settings, slot, gate, timings), daemon=True)
         self.process.start()
         child.close()
         self.ready = False
@@ -147,16 +147,16 @@ def start_fork_server() -> None:
         forkserver.ensure_running()
 
 
-def start_workers(n: int, hide: list[str], assignment: str, unsafe_no_sandbox: bool = False,
-                  timings: Path | None = None) -> list[_Worker]:
-    """Start ``n`` grader workers now; they warm up (seconds) while the caller prepares the course.
+def start_workers(n: int, settings: CourseSettings, timings: Path | None = None) -> list[_Worker]:
+    """Start ``n`` grader workers for the course of ``settings`` now; they warm up (seconds) while the
+    caller prepares the course.
     They share one TimingGate (grader/bertlab_grader/performance/gate.py), which this process joins as well, and
     the timing record at ``timings`` (grader/bertlab_grader/performance/record.py; None: keep none)."""
     ctx = _context()
     gate = timing_gate.TimingGate(ctx, n)
     timing_gate.install(gate, timing_gate.NO_ONE)
     where = str(timings) if timings is not None else None
-    return [_Worker(ctx, hide, assignment, slot, unsafe_no_sandbox, gate, where) for slot in range(n)]
+    return [_Worker(ctx, settings, slot, gate, where) for slot in range(n)]
 
 
 class _Job:
@@ -230,7 +230,7 @@ class _Schedule:
         return None
 
 
-def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment: str, unsafe_no_sandbox: bool):
+def _pool_results(submissions, pool: list[_Worker]):
     """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
     workers of ``pool`` finish; a worker that dies is replaced and its job tried once more.
     The last submissions are graded in parts on several workers at once (``_Schedule``).
@@ -283,7 +283,7 @@ def _pool_results(submissions, pool: list[_Worker], hide: list[str], assignment:
                     elif not w.ready:
                         raise RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
                     w.kill()
-                    pool[i] = _Worker(ctx, hide, assignment, w.slot, unsafe_no_sandbox, w.gate, w.timings)
+                    pool[i] = _Worker(ctx, w.settings, w.slot, w.gate, w.timings)
     finally:
         stop_workers(pool)
 
@@ -300,9 +300,10 @@ def stop_workers(pool: list[_Worker]) -> None:
         timing_gate.install(None, timing_gate.NO_ONE)
 
 
-def _check_sandbox(unsafe_no_sandbox: bool) -> None:
-    """Refuse at once, before any worker starts, when bubblewrap cannot isolate student code."""
-    if unsafe_no_sandbox:
+def _check_sandbox(settings: CourseSettings) -> None:
+    """Refuse at once, before any worker starts, when bubblewrap cannot isolate student code (unless
+    the instructor named --unsafe-no-sandbox)."""
+    if settings.unsafe_no_sandbox:
         return
     from bertlab_grader.sandbox import bubblewrap
 

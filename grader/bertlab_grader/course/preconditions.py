@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bertlab.errors import UsageError
 from bertlab_grader.course.config import check_gradebook, CourseError, gradebook_assignments, known_assignments
+from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import valid_id
 
 SEE_A_COURSE = "(or run `bertlab demo --keep DIR` to see one)"
@@ -67,9 +68,9 @@ def require_graded_assignment(course: Path, assignment: str, db_url: str | None)
                          f"`bertlab grade {course} --assignment {assignment}`. Nothing was written.")
 
 
-def check_course_for_grading(course: Path, assignment: str, db_url: str | None) -> None:
+def check_course_for_grading(settings: CourseSettings) -> None:
     """What `bertlab grade` (and `bertlab doctor COURSE`) needs: the folder, submissions, the
     assignment, a gradebook that opens."""
-    require_course_folder(course, assignment)
-    require_submissions(course, assignment)
-    require_known_assignment(course, assignment, db_url)
+    require_course_folder(settings.root, settings.assignment)
+    require_submissions(settings.root, settings.assignment)
+    require_known_assignment(settings.root, settings.assignment, settings.db_url)

@@ -64,6 +64,7 @@ from bertlab_grader.course.pool import (_check_sandbox, _pool_results, default_w
 from bertlab_grader.course.pool import _context  # noqa: F401  (tests start their own workers with it)
 from bertlab_grader.course.preconditions import check_course_for_grading
 from bertlab_grader.course.results import format_gradebook
+from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import handin_notes
 from bertlab_grader.performance import gate as timing_gate, record as timing_record
 from bertlab_grader.performance.host_gate import HostGate
@@ -71,15 +72,6 @@ from bertlab_grader.performance.host_gate import HostGate
 
 # ---------------------------------------------------------------------------------------------------
 # The course
-
-
-def _hidden_paths(course: Path, db_url: str | None) -> list[str]:
-    """What the sandbox must not see besides the kit: the course (all students) and the gradebook."""
-    hide = [str(course)]
-    url = course_config.course_db_url(course, db_url)
-    if url.startswith("sqlite:///"):
-        hide.append(str(Path(url.removeprefix("sqlite:///")).resolve().parent))
-    return sorted(set(hide))
 
 
 @dataclass
@@ -144,12 +136,40 @@ class RunSummary:
         return "\n".join(lines)
 
 
-def last_run_path(course: Path, assignment: str) -> Path:
+@dataclass(frozen=True)
+class RunOptions:
+    """What one run of ``bertlab grade`` is asked to do, beside the course it grades
+    (grader/bertlab_grader/course/settings.py): the command line's other options.
+
+    ``workers``: grader workers on this machine (None: one per core). ``regrade``: students graded again
+    even if unchanged; ``regrade_all``: everyone. ``retime``: set the kept timings aside first, so every
+    submission graded now is timed again; ``keep_timings=False``: keep no timing record at all, every
+    grading measures (benchmarks/repeat_grading.py measures the protocol's own spread with it).
+    ``scheduler`` (a Dask scheduler's address) or ``cluster`` ("local:N"): grade on Dask workers
+    (grader/bertlab_grader/cluster/, docs/cluster.md) instead of this machine's worker pool.
+    ``grade_copies_once=False``: grade every copy of the same files (the repeat-grading benchmark)."""
+
+    workers: int | None = None
+    quiet: bool = False
+    regrade: tuple[str, ...] = ()
+    regrade_all: bool = False
+    retime: bool = False
+    keep_timings: bool = True
+    scheduler: str | None = None
+    cluster: str | None = None
+    grade_copies_once: bool = True
+
+    @property
+    def on_cluster(self) -> bool:
+        return self.scheduler is not None or self.cluster is not None
+
+
+def last_run_path(settings: CourseSettings) -> Path:
     """Where the last run's summary is kept: ``COURSE/.bertlab/last-run-<assignment>.json``."""
-    return Path(course) / ".bertlab" / f"last-run-{assignment}.json"
+    return settings.root / ".bertlab" / f"last-run-{settings.assignment}.json"
 
 
-def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
+def write_last_run(settings: CourseSettings, summary: RunSummary) -> Path:
     """Keep the run's summary (what ``summary.format()`` prints) for ``bertlab report``: the folders not
     graded and why live nowhere else, since a grader failure writes no results.json. Written atomically.
 
@@ -158,7 +178,7 @@ def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
     "layout_problems": [{"folder", "found", "expected"}], "stopped": why the run stopped, or null,
     "retried": [ids started again on another Dask worker], "unfit_workers": {Dask worker address: cause}}."""
     document = {
-        "assignment": assignment,
+        "assignment": settings.assignment,
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "graded": sorted(summary.graded), "regraded": sorted(summary.regraded),
         "unchanged": sorted(summary.unchanged), "not_graded": dict(sorted(summary.not_graded.items())),
@@ -166,78 +186,64 @@ def write_last_run(course: Path, assignment: str, summary: RunSummary) -> Path:
         "stopped": summary.stopped, "retried": sorted(summary.retried),
         "unfit_workers": dict(sorted(summary.unfit_workers.items())),
     }
-    path = last_run_path(course, assignment)
+    path = last_run_path(settings)
     atomic_write_text(path, json.dumps(document, indent=1) + "\n")
     return path
 
 
-def grade_course(course: Path, assignment: str = "week7", workers: int | None = None,
-                 db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
-                 unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True,
-                 scheduler: str | None = None, cluster: str | None = None, grade_copies_once: bool = True) -> int:
-    """Grade every submission of ``assignment`` that is new or changed (or named by ``regrade``);
-    record, export, feedback; print the gradebook and a summary. Returns the exit code (0, 1, 2;
-    see the module docstring). Raises UsageError for a usage or layout error, before any change.
-    ``scheduler`` (a Dask scheduler's address) or ``cluster`` ("local:N"): grade on Dask workers
-    (grader/bertlab_grader/cluster/, docs/cluster.md) instead of this machine's worker pool."""
-    summary = run_course(course, assignment, workers, db_url, quiet, regrade=regrade, regrade_all=regrade_all,
-                         unsafe_no_sandbox=unsafe_no_sandbox, retime=retime, keep_timings=keep_timings,
-                         scheduler=scheduler, cluster=cluster, grade_copies_once=grade_copies_once)
-    return summary.exit_code
+def grade_course(settings: CourseSettings, options: RunOptions = RunOptions()) -> int:
+    """Grade every submission of the assignment that is new or changed (or named by
+    ``options.regrade``); record, export, feedback; print the gradebook and a summary. Returns the exit
+    code (0, 1, 2; see the module docstring). Raises UsageError for a usage or layout error, before any
+    change."""
+    return run_course(settings, options).exit_code
 
 
-def run_course(course: Path, assignment: str = "week7", workers: int | None = None,
-               db_url: str | None = None, quiet: bool = False, *, regrade=(), regrade_all: bool = False,
-               unsafe_no_sandbox: bool = False, retime: bool = False, keep_timings: bool = True,
-               scheduler: str | None = None, cluster: str | None = None, grade_copies_once: bool = True) -> RunSummary:
+def run_course(settings: CourseSettings, options: RunOptions = RunOptions()) -> RunSummary:
     """``grade_course``, returning the RunSummary.
 
     Speed: each distinct submission is timed once and identical files reuse that measurement, kept in
-    the course (grader/bertlab_grader/performance/record.py). ``retime``: set the kept timings aside first, so every
-    submission graded now is timed again. ``keep_timings=False``: keep no record at all, every
-    grading measures (benchmarks/repeat_grading.py uses it to measure the protocol's own spread).
+    the course (grader/bertlab_grader/performance/record.py; ``options.retime``, ``options.keep_timings``).
 
     Copies: submissions with identical files (the same digest) are graded once, and each copy is
-    recorded with that result under its own name. ``grade_copies_once=False`` grades every copy (the
-    repeat-grading benchmark, which measures how far gradings of the same files differ)."""
+    recorded with that result under its own name (unless ``options.grade_copies_once`` is False)."""
     from bertlab_grader.grading.scoring import max_points_by_task
 
-    course = Path(course).resolve()
-    check_course_for_grading(course, assignment, db_url)
+    course, assignment = settings.root, settings.assignment
+    check_course_for_grading(settings)
     start = time.monotonic()
     submissions, layout = course_submissions.scan_submitted(course, assignment)
     summary = RunSummary(layout=layout)
     by_student = {s.student: s for s in submissions}
-    unknown = sorted(set(regrade) - by_student.keys())
+    unknown = sorted(set(options.regrade) - by_student.keys())
     if unknown:
         raise UsageError(f"--regrade names {', '.join(unknown)}, who have no submission of {assignment} "
                          "(nothing was changed)")
     # A run killed before it wrote everything it graded left its journal: record that first, so that
     # what it graded counts below as graded (and unchanged submissions are skipped) as if it had finished.
-    replayed = journal.replay(course, assignment, db_url, on_adjustment=summary.adjustments.append)
-    if replayed and not quiet:
+    replayed = journal.replay(settings, on_adjustment=summary.adjustments.append)
+    if replayed and not options.quiet:
         print(f"Recorded {len(replayed)} result(s) that an interrupted run had graded and journaled.", file=sys.stderr)
-    finished = course_results.load_results(course, assignment)
+    finished = course_results.load_results(course, assignment)  # (earlier runs' files: checked as they are read)
     digests = {s.student: course_submissions.submission_digest(s) for s in submissions}
     todo, refused = [], []
     for s in submissions:
         before = finished.get(s.student)
-        if before is not None and not regrade_all and s.student not in regrade \
+        if before is not None and not options.regrade_all and s.student not in options.regrade \
                 and before.get("submission_digest") == digests[s.student]:
             summary.unchanged.append(s.student)
             continue
         (refused if s.error else todo).append(s)
-    distinct, copies = group_copies(todo, digests) if grade_copies_once else (todo, {})
-    on_cluster = scheduler is not None or cluster is not None
-    workers = max(1, min(workers or default_workers(), len(distinct))) if todo and not on_cluster else 0
-    hide = _hidden_paths(course, db_url)
+    distinct, copies = group_copies(todo, digests) if options.grade_copies_once else (todo, {})
+    workers = (max(1, min(options.workers or default_workers(), len(distinct)))
+               if todo and not options.on_cluster else 0)
     stack = contextlib.ExitStack()
     grading = None
-    if todo and on_cluster:  # connect first: an unreachable scheduler changes nothing (exit 2)
-        grading = _start_cluster(stack, scheduler, cluster, assignment, hide, unsafe_no_sandbox, quiet)
+    if todo and options.on_cluster:  # connect first: an unreachable scheduler changes nothing (exit 2)
+        grading = _start_cluster(stack, settings, options)
     elif todo:
         start_fork_server()  # its warm-up overlaps the checks and the gradebook set-up below
-        _check_sandbox(unsafe_no_sandbox)
+        _check_sandbox(settings)
     # The gradebook set-up (several seconds of nbgrader) runs in a thread while the workers start: the
     # first start waits for the fork server's warm-up (torch, MiniLM, reference data), and each
     # worker's sandbox then warms up and grades the reference (the preflight) on its own.
@@ -246,7 +252,7 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     def prepare() -> None:
         try:
             prepared["max_points"] = max_points_by_task()
-            course_config.init_course(course, assignment, max_points=prepared["max_points"], db_url=db_url)
+            course_config.init_course(course, assignment, max_points=prepared["max_points"], db_url=settings.db_url)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
             prepared["error"] = exc
 
@@ -254,36 +260,39 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     preparing.start()
     pool = []
     try:
-        if retime:
+        if options.retime:
             timing_record.set_aside(course, assignment)
-        timings = timing_record.record_path(course, assignment) if keep_timings else None
-        pool = start_workers(workers, hide, assignment, unsafe_no_sandbox, timings) if todo and not grading else []
+        timings = timing_record.record_path(course, assignment) if options.keep_timings else None
+        pool = start_workers(workers, settings, timings) if todo and not grading else []
         preparing.join()
         if "error" in prepared:
             error = prepared["error"]
             raise GraderFailure(f"the gradebook could not be set up: {type(error).__name__}: {error}") from error
         max_points = prepared["max_points"]
-        with course_gradebook.keep_gradebook_open(course, db_url), \
-                journal.ResultWriter(course, assignment, db_url, on_adjustment=summary.adjustments.append) as writer:
+        # The writer writes its batches into the gradebook between timings (timing_gate.working: a batch
+        # is a second of CPU, which would slow a worker's timing down); journaling a result does not wait.
+        with course_gradebook.keep_gradebook_open(course, settings.db_url), \
+                journal.ResultWriter(settings, on_adjustment=summary.adjustments.append,
+                                     between_timings=timing_gate.working) as writer:
             for student in summary.unchanged:  # the gradebook re-synced with results.json (it may have been reset)
-                with timing_gate.working():  # (one at a time: a worker's preflight may be timing)
-                    writer.record(finished[student], on_failed=_resync_failed)
+                writer.record(finished[student], on_failed=_resync_failed)
             for s in refused:  # e.g. a zip bomb: the student's own error, never the cohort's
                 result = course_results.error_result(s.student, assignment, s.error, max_points)
                 _record(writer, result, digests[s.student], summary)
 
-            if not quiet:
-                where = f"on the Dask cluster at {scheduler or cluster}" if grading else f"with {workers} worker(s)"
+            if not options.quiet:
+                where = (f"on the Dask cluster at {options.scheduler or options.cluster}" if grading
+                         else f"with {workers} worker(s)")
                 same = (f" ({len(todo) - len(distinct)} of them copies of another's files: each set of files is "
                         "graded once)") if len(distinct) < len(todo) else ""
                 print(f"Grading {len(todo)} submission(s) of {assignment} in {course} {where}{same}; "
                       f"{len(summary.unchanged)} unchanged since last grading.", file=sys.stderr)
-            progress = _progress(len(todo), quiet)
+            progress = _progress(len(todo), options.quiet)
             if grading:
                 record = timing_record.TimingRecord(timings, timing_record.protocol_digest()) if timings else None
                 finishing = grading.results(distinct, course_submissions.read_submission_sources, record)
             else:
-                finishing = _pool_results(distinct, pool, hide, assignment, unsafe_no_sandbox)
+                finishing = _pool_results(distinct, pool)
             try:
                 for graded, result, failure in finishing:
                     for submission in [graded] + copies.get(graded.student, []):
@@ -295,15 +304,13 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
                         progress.update(1)
             except RunStopped as exc:
                 summary.stopped = str(exc)
-                with timing_gate.working():
-                    writer.flush()  # what was graded is recorded (and so counted) before the rest is named
+                writer.flush()  # what was graded is recorded (and so counted) before the rest is named
                 done = set(summary.graded) | set(summary.not_graded)
                 for s in todo:
                     if s.student not in done:
                         summary.not_graded[s.student] = "the run stopped before grading it (see above)"
             progress.close()
-            with timing_gate.working():
-                writer.close()  # the last batch: recorded before the summary counts it
+        # (leaving the writer wrote the last batch: recorded before the summary counts it)
     finally:
         stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
         if grading:
@@ -318,18 +325,20 @@ def run_course(course: Path, assignment: str = "week7", workers: int | None = No
     summary.regraded = [s for s in summary.graded if s in finished]
     summary.stale = {s for s in summary.not_graded if s in finished}
 
-    results = course_results.load_results(course, assignment)
-    write_last_run(course, assignment, summary)
-    if summary.stopped and not quiet:
+    # What results.json holds now: the earlier runs' results, and over them what this run wrote (each
+    # checked once, when the writer took it; not read back and checked again).
+    results = {**finished, **writer.written}
+    write_last_run(settings, summary)
+    if summary.stopped and not options.quiet:
         print(f"\n{summary.stopped}", file=sys.stderr)
     if results:
         try:
-            grades, feedback = course_gradebook.export_and_feedback(course, assignment, db_url, students=sorted(results),
-                                                            processes=default_workers())
+            grades, feedback = course_gradebook.export_and_feedback(settings, students=sorted(results),
+                                                                    processes=default_workers())
         except course_config.CourseError as exc:
             summary.stopped = summary.stopped or f"the export or the feedback failed: {exc}"
             grades = feedback = None
-    if not quiet:
+    if not options.quiet:
         if results:
             print(format_gradebook(results))
         graded_now = len(summary.graded)
@@ -366,15 +375,16 @@ def as_copy(result: dict, student: str) -> dict:
     return copy
 
 
-def _start_cluster(stack: contextlib.ExitStack, scheduler, cluster, assignment, hide, unsafe_no_sandbox, quiet):
+def _start_cluster(stack: contextlib.ExitStack, settings: CourseSettings, options: RunOptions):
     """Connect to the Dask cluster (SchedulerUnreachable, exit 2, before anything changed), put the
     grader plugin on its workers (they warm up while the gradebook is set up), and make this host's
     quiet room this process's timing gate (it records between timings, as the local runner does)."""
     from bertlab_grader.cluster.dispatch import ClusterGrading
 
     try:
-        client = stack.enter_context(dask_client(scheduler, cluster))
-        grading = ClusterGrading(client, assignment, hide, unsafe_no_sandbox, quiet)
+        client = stack.enter_context(dask_client(options.scheduler, options.cluster))
+        grading = ClusterGrading(client, settings.assignment, settings.hidden_paths(), settings.unsafe_no_sandbox,
+                                 options.quiet)
         stack.callback(grading.close)
         grading.start()
         gate = HostGate()
@@ -400,8 +410,7 @@ def _record(writer, result: dict, digest: str, summary: RunSummary, submission=N
         summary.not_graded[student] = cause
 
     try:
-        with timing_gate.working():  # not while a worker times
-            writer.record(result, on_recorded=summary.graded.append, on_failed=failed)
+        writer.record(result, on_recorded=summary.graded.append, on_failed=failed)
     except Exception as exc:  # noqa: BLE001 - an invalid result, or the disk: never the student's
         summary.not_graded[result["student"]] = f"the result could not be recorded: {type(exc).__name__}: {exc}"
 

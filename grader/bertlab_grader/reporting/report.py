@@ -40,6 +40,7 @@ from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder
 from bertlab_grader.course.results import load_results
 from bertlab_grader.course.runner import last_run_path
+from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.performance.timing import BANDS
 
 _BIN_EPSILON = 1e-6  # a histogram's bin edges: float round-off of value / width
@@ -206,9 +207,10 @@ def read_grades_csv(course: Path, assignment: str) -> tuple[dict[str, float] | N
 
 def read_last_run(course: Path, assignment: str) -> tuple[dict | None, str]:
     """The summary ``bertlab grade`` kept of its last run of ``assignment``, or ``(None, why)``."""
-    path = last_run_path(course, assignment)
+    settings = CourseSettings(course, assignment)
+    path = last_run_path(settings)
     if not path.is_file():
-        return None, (f"no record of a grading run ({path.relative_to(course)} is missing: the course was "
+        return None, (f"no record of a grading run ({path.relative_to(settings.root)} is missing: the course was "
                       "graded by an earlier kit or not with `bertlab grade`). Folders the grader failed on "
                       "cannot be listed; the next `bertlab grade` records them.")
     try:

@@ -1,0 +1,55 @@
+"""The course settings: one value for the course a command works on (grader/bertlab_grader/course/settings.py),
+built once from the command line and passed whole through the course room."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from bertlab_grader.course.config import init_course
+from bertlab_grader.course.settings import CourseSettings
+from bertlab_grader.grading.scoring import max_points_by_task
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+COURSE_ROOM = KIT_ROOT / "grader" / "bertlab_grader" / "course"
+# The course's parts that each of these modules' functions could take one by one; they take the settings.
+SETTINGS_PARTS = {"assignment", "db_url", "unsafe_no_sandbox", "hide"}
+TAKES_THE_SETTINGS = ("runner.py", "pool.py", "journal.py", "preconditions.py")
+
+
+def test_the_root_is_absolute_and_a_given_url_is_kept(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = CourseSettings(Path("course"), "week7", "sqlite:///elsewhere/gb.db")
+    assert settings.root == tmp_path / "course"
+    assert settings.db_url == "sqlite:///elsewhere/gb.db", "the command line's URL, as given (init_course writes it)"
+    assert settings.gradebook_url == f"sqlite:///{tmp_path}/elsewhere/gb.db"
+    assert settings.hidden_paths() == sorted({str(tmp_path / "course"), str(tmp_path / "elsewhere")})
+    assert not settings.unsafe_no_sandbox, "the sandbox is the default; only the instructor's flag turns it off"
+
+
+def test_without_a_url_the_course_config_decides(tmp_path):
+    """No --db-url: the URL the course's nbgrader_config.py holds (written by an earlier run)."""
+    course = tmp_path / "course"
+    (tmp_path / "books").mkdir()
+    init_course(course, "week7", max_points=max_points_by_task(), db_url=f"sqlite:///{tmp_path}/books/gb.db")
+    settings = CourseSettings(course, "week7")
+    assert settings.db_url is None
+    assert settings.gradebook_url == f"sqlite:///{tmp_path}/books/gb.db"
+    assert str(tmp_path / "books") in settings.hidden_paths(), "the sandbox must not see the gradebook"
+    assert CourseSettings(tmp_path / "fresh").gradebook_url == f"sqlite:///{tmp_path}/fresh/gradebook.db"
+
+
+def test_the_course_room_takes_the_settings_not_their_parts():
+    """A function of the modules a cohort run goes through takes ``settings`` (or a value built from
+    it), not the assignment, the gradebook URL, the sandbox choice or the hidden folders one by one."""
+    threaded = []
+    for name in TAKES_THE_SETTINGS:
+        tree = ast.parse((COURSE_ROOM / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("require_"):
+                args = node.args
+                names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+                if names & SETTINGS_PARTS:
+                    threaded.append(f"{name}:{node.lineno} {node.name}({', '.join(sorted(names & SETTINGS_PARTS))})")
+    assert not threaded, "these take the course's settings one by one; take `settings: CourseSettings`:\n" + \
+        "\n".join(threaded)
