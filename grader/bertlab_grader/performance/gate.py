@@ -19,7 +19,8 @@ identical grades"). So timing is exclusive:
   point, and the submission goes on afterwards with that time not counted against its limit
   (grader/bertlab_grader/sandbox/give_way.py). So a timer never waits for another student's long call or hang.
 
-The main process records results in the gradebook as work too. A worker killed while working or
+The main process writes its batches of results into the gradebook as work too (checking a result
+and journaling it do not wait: grader/bertlab_grader/course/journal.py). A worker killed while working or
 timing (a submission over its deadline) is cleared by the runner (``forget``), so the others never
 wait for it; and a timer never waits for the others longer than ``MAX_WAIT_S`` (it times under load
 rather than stop the run).
