@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab_grader.grading import prepared
+from bertlab_grader.grading import prepared, segments
 
 GRADER_PACKAGE = Path(__file__).resolve().parents[1] / "grader" / "bertlab_grader"
 
@@ -65,8 +65,8 @@ def test_grade_sends_a_whole_submission_or_one_part_to_its_grader(fake):
                  lambda sb, sources, student, assignment, part: calls.append(("part", part)) or {})
     with prepared.PreparedGrader.start() as grader:
         grader.grade({"cka.py": "x = 1\n"}, "alice")
-        grader.grade({"cka.py": "x = 1\n"}, "alice", part={"segment": 0})
-    assert calls == [("whole", "alice"), ("part", {"segment": 0})]
+        grader.grade({"cka.py": "x = 1\n"}, "alice", part=segments.split_parts()[0])
+    assert calls == [("whole", "alice"), ("part", segments.split_parts()[0])]
 
 
 def _calls_in(path: Path, names: set[str]) -> list[str]:

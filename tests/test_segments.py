@@ -8,6 +8,7 @@ the queue. Identical files must still get identical points.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -42,16 +43,33 @@ def test_a_segment_calls_only_its_own_modules(task):
 
 
 def test_the_final_part_takes_every_earlier_segment_in_order():
-    done = {i: {"result": {"tests": [{"name": f"t{i}", "task": segments.SEGMENTS[i][0]}]},
-                "memos": {"skip": {}, "hung": {("k",): f"from {i}", (f"k{i}",): "own"}, "failed_hard": {}}}
+    done = {i: segments.PartResult({"tests": [{"name": f"t{i}", "task": segments.SEGMENTS[i][0]}]},
+                                   {"skip": {}, "hung": {("k",): f"from {i}", (f"k{i}",): "own"}, "failed_hard": {}})
             for i in reversed(range(segments.FINAL))}
     part = segments.final_part(done)
-    assert [t["name"] for t in part["earlier_tests"]] == [f"t{i}" for i in range(segments.FINAL)]
-    assert part["seed"]["hung"][("k",)] == "from 0", "the earliest segment's memo wins, as in one process"
-    assert {(f"k{i}",) for i in range(segments.FINAL)} <= set(part["seed"]["hung"])
-    assert part["hints"] and part["tasks"] == ["performance"]
+    assert [t["name"] for t in part.earlier_tests] == [f"t{i}" for i in range(segments.FINAL)]
+    assert part.seed["hung"][("k",)] == "from 0", "the earliest segment's memo wins, as in one process"
+    assert {(f"k{i}",) for i in range(segments.FINAL)} <= set(part.seed["hung"])
+    assert part.hints and part.final and part.tasks == ("performance",)
     with pytest.raises(ValueError, match="not graded yet"):
         segments.final_part({0: done[0]})
+
+
+def test_a_part_and_its_result_cross_a_process_as_json_and_come_back_equal():
+    """The one encoding of the pipe (and of Dask's JSON): a memo's key is a tuple of tuples (a call's
+    kind), which JSON turns into lists; it must come back as the same tuple, or a seeded session
+    would not know the hang again."""
+    key = (("module", "cka", "linear_cka"), "call", (("tensor", "torch.float32", 2),), ())
+    memos = {"skip": {"cka": {"why": "hung"}}, "hung": {key: "linear_cka timed out"},
+             "failed_hard": {key: ("SubmissionTimeout", "timed out", "TimeoutError")}}
+    done = segments.PartResult({"student": "s", "tests": [{"name": "t0"}]}, memos)
+    again = segments.PartResult.from_json(json.loads(json.dumps(done.to_json())))
+    assert again == done, f"a PartResult changed on the way:\n  {done}\n  {again}"
+    final = segments.final_part({i: done for i in range(segments.FINAL)})
+    back = segments.Part.from_json(json.loads(json.dumps(final.to_json())))
+    assert back == final and hash(next(iter(back.seed["hung"]))) == hash(key)
+    for part in segments.split_parts():
+        assert segments.Part.from_json(json.loads(json.dumps(part.to_json()))) == part
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -96,8 +114,8 @@ def _in_parts(sandbox, sources: dict) -> dict:
 
     done = {}
     for part in reversed(segments.split_parts()):
-        done[part["segment"]] = grade_part(sandbox, sources, "student", "week7", part)
-    return grade_part(sandbox, sources, "student", "week7", segments.final_part(done))["result"]
+        done[part.segment] = grade_part(sandbox, sources, "student", "week7", part)
+    return grade_part(sandbox, sources, "student", "week7", segments.final_part(done)).result
 
 
 @pytest.mark.slow
@@ -129,13 +147,13 @@ def _schedule(n_submissions: int, workers: int):
 
 
 def _name(job) -> str:
-    return job.submission.student + ("" if job.part is None else f"/{job.part['segment']}")
+    return job.submission.student + ("" if job.part is None else f"/{job.part.segment}")
 
 
 def _part_payload(job) -> dict:
-    """What a worker sends back for a part (a stand-in for grade_part's)."""
-    return {"result": {"tests": [{"name": f"t{job.part['segment']}", "task": job.part["tasks"][0]}]},
-            "memos": {"skip": {}, "hung": {}, "failed_hard": {}}}
+    """What a worker sends back for a part (a stand-in for grade_part's, encoded for the pipe)."""
+    return segments.PartResult({"tests": [{"name": f"t{job.part.segment}", "task": job.part.tasks[0]}]},
+                               {"skip": {}, "hung": {}, "failed_hard": {}}).to_json()
 
 
 def test_the_pool_splits_only_the_last_submissions_and_only_with_free_workers():
@@ -166,9 +184,10 @@ def test_a_split_submission_is_reported_once_with_its_final_part_result():
     assert schedule.finished(last, "part", _part_payload(last)) is None
     final = schedule.take()
     assert _name(final) == f"s0/{segments.FINAL}"
-    assert [t["name"] for t in final.part["earlier_tests"]] == [f"t{i}" for i in range(segments.FINAL)]
+    assert [t["name"] for t in final.part.earlier_tests] == [f"t{i}" for i in range(segments.FINAL)]
     whole = {"tests": ["all"], "score": 1.0}
-    assert schedule.finished(final, "part", {"result": whole, "memos": {}}) == (final.submission, whole, None)
+    payload = segments.PartResult(whole, {}).to_json()
+    assert schedule.finished(final, "part", payload) == (final.submission, whole, None)
     assert not schedule and not schedule.done
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import read_submission_sources
-from bertlab_grader.grading.segments import FINAL, final_part
+from bertlab_grader.grading.segments import FINAL, Part, PartResult, final_part, split_parts
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
 
@@ -52,9 +52,9 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
     """A trusted grader worker: one warm sandbox, a preflight, then submissions in, results out.
 
     Jobs from the main process: (student, path, None) grades a whole submission; (student, path,
-    part) one part of a submission graded in segments (grader/bertlab_grader/grading/segments.py).
+    part) one part of a submission graded in segments (a ``Part``'s JSON, grader/bertlab_grader/grading/segments.py).
     Messages to the main process: ("ready", preflight problem or None), ("fatal", cause),
-    ("result", results dict), ("part", {"result", "memos"}), ("grader_failure", cause).
+    ("result", results dict), ("part", a ``PartResult``'s JSON), ("grader_failure", cause).
     Each worker's sandbox runs under its own unprivileged uid, because RLIMIT_NPROC counts processes
     per uid: with a shared uid, one student's fork bomb would starve the other workers' students.
     ``settings``: the course (its sandbox hides the course and the gradebook; the instructor's sandbox
@@ -89,8 +89,12 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
                 break
             student, path, part = job
             try:
-                answer = grader.grade(read_submission_sources(path), student, part, timings=record)
-                conn.send(("result" if part is None else "part", answer))
+                sources = read_submission_sources(path)
+                if part is None:
+                    conn.send(("result", grader.grade(sources, student, timings=record)))
+                else:
+                    done = grader.grade(sources, student, Part.from_json(part), timings=record)
+                    conn.send(("part", done.to_json()))
             except Exception as exc:  # noqa: BLE001 - a grader failure or a grader bug: never the student's
                 conn.send(("grader_failure", f"{type(exc).__name__}: {exc}"))
 
@@ -110,7 +114,8 @@ class _Worker:
 
     def give(self, job: "_Job"):
         self.job, self.started = job, time.monotonic()
-        self.conn.send((job.submission.student, str(job.submission.path), job.part))
+        self.conn.send((job.submission.student, str(job.submission.path),
+                        None if job.part is None else job.part.to_json()))
 
     def stop(self):
         try:
@@ -164,7 +169,7 @@ class _Job:
 
     __slots__ = ("submission", "attempt", "part")
 
-    def __init__(self, submission, attempt: int = 1, part: dict | None = None):
+    def __init__(self, submission, attempt: int = 1, part: Part | None = None):
         self.submission, self.attempt, self.part = submission, attempt, part
 
     def again(self) -> "_Job":
@@ -184,7 +189,7 @@ class _Schedule:
     def __init__(self, submissions, workers: int):
         self.queue: list[_Job] = [_Job(s) for s in submissions]
         self.workers = workers
-        self.done: dict[str, dict[int, dict]] = {}  # split submission -> {segment: {"result", "memos"}}
+        self.done: dict[str, dict[int, PartResult]] = {}  # split submission -> {segment: what it gave}
         self.failed: set[str] = set()                # split submissions whose failure was reported
 
     def __bool__(self) -> bool:
@@ -195,8 +200,6 @@ class _Schedule:
         job = self.queue.pop(0)
         whole_left = sum(1 for j in self.queue if j.part is None) + 1
         if job.part is None and job.attempt == 1 and self.workers > 1 and whole_left < self.workers:
-            from bertlab_grader.grading.segments import split_parts
-
             self.done[job.submission.student] = {}
             parts = [_Job(job.submission, 1, part) for part in split_parts()]
             self.queue[:0] = parts[1:]
@@ -210,7 +213,8 @@ class _Schedule:
 
     def finished(self, job: _Job, kind: str, payload):
         """What a finished ``job`` means: (submission, result, None) or (submission, None, grader
-        failure cause) to report, or None while a split submission is not done."""
+        failure cause) to report, or None while a split submission is not done. A part's ``payload``
+        is its PartResult's JSON, as the worker sent it."""
         student = job.submission.student
         if job.part is None:
             return (job.submission, payload, None) if kind == "result" else (job.submission, None, payload)
@@ -221,10 +225,11 @@ class _Schedule:
             self.done.pop(student, None)
             self.queue[:] = [j for j in self.queue if j.submission.student != student]
             return job.submission, None, payload
-        if job.part["segment"] == FINAL:
+        done = PartResult.from_json(payload)
+        if job.part.final:
             del self.done[student]
-            return job.submission, payload["result"], None
-        self.done[student][job.part["segment"]] = payload
+            return job.submission, done.result, None
+        self.done[student][job.part.segment] = done
         if len(self.done[student]) == FINAL:
             self.queue.insert(0, _Job(job.submission, 1, final_part(self.done[student])))
         return None

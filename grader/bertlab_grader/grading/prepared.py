@@ -10,7 +10,7 @@ not how a sandbox is opened, checked and used.
         if grader.problem is not None:      # the reference lost points in this sandbox
             ...                             # report it; grade nobody
         result = grader.grade(sources, "alice")          # a whole submission: a results dict
-        part = grader.grade(sources, "alice", part=job)  # one part of a segmented one: {"result", "memos"}
+        done = grader.grade(sources, "alice", part=part)  # one Part of a segmented one: a PartResult
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Mapping, Optional, Sequence
 from bertlab_grader.core.locations import KIT_ROOT
 from bertlab_grader.grading.preflight import run_preflight
 from bertlab_grader.grading.scoring import grade_part, grade_sources
+from bertlab_grader.grading.segments import Part, PartResult
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
 from bertlab_grader.sandbox import Sandbox
@@ -57,10 +58,10 @@ class PreparedGrader:
             sandbox.close()
             raise
 
-    def grade(self, sources: Mapping[str, str], student: str, part: Optional[dict] = None,
-              timings: Optional[timing_record.TimingRecord | timing_record.KnownTimings] = None) -> dict:
+    def grade(self, sources: Mapping[str, str], student: str, part: Optional[Part] = None,
+              timings: Optional[timing_record.TimingRecord | timing_record.KnownTimings] = None) -> dict | PartResult:
         """Grade ``sources`` ({"cka.py": text, ...}) as ``student``: the whole submission (a results
-        dict), or with ``part`` one part of a submission graded in segments ({"result", "memos"},
+        dict), or with ``part`` one part of a submission graded in segments (a PartResult,
         ``grading/segments.py``). ``timings``: where the performance task reuses and keeps this
         submission's measurements (None: it measures afresh and keeps nothing). Raises GraderFailure
         when the grader failed; a student's mistake is a result, never an exception."""

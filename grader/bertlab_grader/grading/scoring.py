@@ -47,6 +47,7 @@ import pytest
 
 from bertlab.tasks import GRADED_TASKS
 from bertlab_grader.core.failures import GraderFailure
+from bertlab_grader.grading.segments import Part, PartResult
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance.timing import POINTS_PROPERTY, RATIO_PROPERTY, one_torch_thread
 from bertlab_grader.core.locations import (KIT_ROOT, REFERENCE_DATA, REFERENCE_DIR, STUDENT_PACKAGE_DIR,
@@ -472,14 +473,13 @@ def grade_sources(sandbox, sources: dict, student: str, assignment: str, **suite
     return result
 
 
-def grade_part(sandbox, sources: dict, student: str, assignment: str, part: dict) -> dict:
+def grade_part(sandbox, sources: dict, student: str, assignment: str, part: Part) -> PartResult:
     """Grade one part of a submission graded in segments on several workers (grader/bertlab_grader/grading/segments.py:
-    ``split_parts``, ``final_part``): ``{"result": results dict, "memos": what its session learned}``.
-    The final part's result is the whole submission's."""
+    ``split_parts``, ``final_part``): its results dict and what its session learned. The final
+    part's result is the whole submission's."""
     with sandbox.session(dict(sources)) as impl:
-        result = run_hidden_suite(impl, student=student, assignment=assignment, tasks=part["tasks"],
-                                  hints=part["hints"], seed=part.get("seed"),
-                                  earlier_tests=part.get("earlier_tests", ()))
+        result = run_hidden_suite(impl, student=student, assignment=assignment, tasks=part.tasks,
+                                  hints=part.hints, seed=part.seed, earlier_tests=part.earlier_tests)
         memos = impl.export_memos()
     result["sandboxed"] = bool(sandbox.isolated)
-    return {"result": result, "memos": memos}
+    return PartResult(result, memos)

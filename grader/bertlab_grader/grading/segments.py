@@ -32,6 +32,8 @@ grader/bertlab_grader/course/pool.py), so that one slow submission at the end do
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bertlab.tasks import EXERCISE_MODULES, GRADED_TASKS, PERFORMANCE, exercise, task_groups
 
 SEGMENTS: tuple[tuple[str, ...], ...] = task_groups() + ((PERFORMANCE,),)
@@ -67,19 +69,86 @@ def merge_memos(memos: list[dict]) -> dict:
 
 # ---------------------------------------------------------------------------------------------------
 # A submission graded in parts, on several workers
+#
+# A part and what grading it learned cross a process boundary (the pool's pipe; the same JSON would
+# carry them to a Dask worker): each is a typed value here, and ``to_json`` / ``from_json`` are their
+# one encoding. The memos' keys are tuples (a call's kind, ``sandbox/session.py``), which JSON has
+# not: they travel as [key, value] pairs, the key's lists made tuples again on the way in.
 
 
-def split_parts() -> list[dict]:
+def _tuples(value):
+    """A JSON value with every list made a tuple, all the way down (a memo's key as it was)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def memos_to_json(memos: dict) -> dict:
+    """A session's memos (``Session.export_memos``) as JSON-ready data."""
+    return {"skip": {module: dict(info) for module, info in memos.get("skip", {}).items()},
+            "hung": [[key, message] for key, message in memos.get("hung", {}).items()],
+            "failed_hard": [[key, list(value)] for key, value in memos.get("failed_hard", {}).items()]}
+
+
+def memos_from_json(data: dict) -> dict:
+    """The memos ``memos_to_json`` encoded, as ``Session.seed_memos`` takes them."""
+    return {"skip": {module: dict(info) for module, info in data.get("skip", {}).items()},
+            "hung": {_tuples(key): message for key, message in data.get("hung", [])},
+            "failed_hard": {_tuples(key): tuple(value) for key, value in data.get("failed_hard", [])}}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a submission graded in segments: the tasks of ``segment``, with or without the
+    hints; the final part also carries what the earlier parts learned (``seed``, merged memos) and
+    their tests (``earlier_tests``), which come first in its result."""
+
+    segment: int
+    tasks: tuple[str, ...]
+    hints: bool
+    seed: dict | None = None
+    earlier_tests: tuple[dict, ...] = ()
+
+    @property
+    def final(self) -> bool:
+        return self.segment == FINAL
+
+    def to_json(self) -> dict:
+        return {"segment": self.segment, "tasks": list(self.tasks), "hints": self.hints,
+                "seed": None if self.seed is None else memos_to_json(self.seed),
+                "earlier_tests": [dict(t) for t in self.earlier_tests]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Part":
+        return cls(int(data["segment"]), tuple(data["tasks"]), bool(data["hints"]),
+                   None if data.get("seed") is None else memos_from_json(data["seed"]),
+                   tuple(dict(t) for t in data.get("earlier_tests", ())))
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """What grading a part gave: its results dict (the whole submission's, for the final part) and
+    the memos its session learned about the submission's hangs and crashes."""
+
+    result: dict
+    memos: dict
+
+    def to_json(self) -> dict:
+        return {"result": self.result, "memos": memos_to_json(self.memos)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PartResult":
+        return cls(dict(data["result"]), memos_from_json(data["memos"]))
+
+
+def split_parts() -> list[Part]:
     """The parts that may run at once: every segment but the last, without hints."""
-    return [{"segment": index, "tasks": list(SEGMENTS[index]), "hints": False} for index in range(FINAL)]
+    return [Part(index, tuple(SEGMENTS[index]), hints=False) for index in range(FINAL)]
 
 
-def final_part(done: dict[int, dict]) -> dict:
-    """The last part, once every other is ``done`` ({segment: {"result", "memos"}}): the performance
+def final_part(done: dict[int, PartResult]) -> Part:
+    """The last part, once every other is ``done`` ({segment: its PartResult}): the performance
     segment seeded with their memos, then the hints of every task, over all the tests."""
     missing = sorted(set(range(FINAL)) - set(done))
     if missing:
         raise ValueError(f"segments {missing} are not graded yet")
-    return {"segment": FINAL, "tasks": list(SEGMENTS[FINAL]), "hints": True,
-            "seed": merge_memos([done[i]["memos"] for i in range(FINAL)]),
-            "earlier_tests": [t for i in range(FINAL) for t in done[i]["result"]["tests"]]}
+    return Part(FINAL, tuple(SEGMENTS[FINAL]), hints=True, seed=merge_memos([done[i].memos for i in range(FINAL)]),
+                earlier_tests=tuple(t for i in range(FINAL) for t in done[i].result["tests"]))
