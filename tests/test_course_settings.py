@@ -11,10 +11,13 @@ from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.grading.scoring import max_points_by_task
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
-COURSE_ROOM = KIT_ROOT / "grader" / "bertlab_grader" / "course"
+GRADER_PACKAGE = KIT_ROOT / "grader" / "bertlab_grader"
 # The course's parts that each of these modules' functions could take one by one; they take the settings.
 SETTINGS_PARTS = {"assignment", "db_url", "unsafe_no_sandbox", "hide"}
-TAKES_THE_SETTINGS = ("runner.py", "pool.py", "journal.py", "preconditions.py")
+# (The grading room takes only the assignment, as the name results.json carries; the Dask plugin takes
+# plain values that this host worked out, since a worker elsewhere may not see the course.)
+TAKES_THE_SETTINGS = ("course/runner.py", "course/pool.py", "course/journal.py", "course/preconditions.py",
+                      "export/lms.py")
 
 
 def test_the_root_is_absolute_and_a_given_url_is_kept(tmp_path, monkeypatch):
@@ -40,11 +43,11 @@ def test_without_a_url_the_course_config_decides(tmp_path):
 
 
 def test_the_course_room_takes_the_settings_not_their_parts():
-    """A function of the modules a cohort run goes through takes ``settings`` (or a value built from
+    """A function of the modules a cohort run (and `bertlab export`) goes through takes ``settings`` (or a value built from
     it), not the assignment, the gradebook URL, the sandbox choice or the hidden folders one by one."""
     threaded = []
     for name in TAKES_THE_SETTINGS:
-        tree = ast.parse((COURSE_ROOM / name).read_text(encoding="utf-8"))
+        tree = ast.parse((GRADER_PACKAGE / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("require_"):
                 args = node.args

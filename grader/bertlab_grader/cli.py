@@ -92,8 +92,8 @@ def _cmd_gradescope(args) -> int:
 def _cmd_export(args) -> int:
     from bertlab_grader.export.lms import run_export
 
-    return run_export(Path(args.course), args.format, Path(args.out), Path(args.roster) if args.roster else None,
-                      assignment=args.assignment, id_column=args.id_column, column=args.column, db_url=args.db_url)
+    return run_export(_course_settings(args), args.format, Path(args.out), Path(args.roster) if args.roster else None,
+                      id_column=args.id_column, column=args.column)
 
 
 def _grading_flags(p: argparse.ArgumentParser) -> None:
@@ -237,11 +237,11 @@ def register(sub) -> None:
 def _cmd_similar(args) -> int:
     from bertlab_grader.reporting.similarity import similar_command
 
-    return similar_command(Path(args.course), assignment=args.assignment, top=args.top, as_json=args.json)
+    return similar_command(_course_settings(args), top=args.top, as_json=args.json)
 
 
 def _cmd_report(args) -> int:
     from bertlab_grader.reporting.report import report_command
 
-    return report_command(Path(args.course), assignment=args.assignment,
-                          out=Path(args.out) if args.out else None, similar=not args.no_similar)
+    return report_command(_course_settings(args), out=Path(args.out) if args.out else None,
+                          similar=not args.no_similar)

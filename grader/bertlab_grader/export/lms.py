@@ -34,9 +34,9 @@ from pathlib import Path
 from bertlab.errors import UsageError
 from bertlab.fileio import atomic_write_text
 from bertlab.tasks import GRADED_TASKS
-from bertlab_grader.course.config import course_db_url
 from bertlab_grader.course.preconditions import require_course_folder, require_graded_assignment
 from bertlab_grader.course.results import load_results
+from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import scan_submitted, submission_digest
 
 FORMATS = ("canvas", "moodle", "plain")
@@ -87,12 +87,13 @@ class CourseGrades:
         return sorted({*self.scores, *self.stale, *self.not_graded})
 
 
-def _check_course(course: Path, assignment: str, db_url: str | None) -> None:
-    require_course_folder(course, assignment, what="the nbgrader course folder that `bertlab grade` graded")
-    require_graded_assignment(course, assignment, db_url)
+def _check_course(settings: CourseSettings) -> None:
+    require_course_folder(settings.root, settings.assignment,
+                          what="the nbgrader course folder that `bertlab grade` graded")
+    require_graded_assignment(settings.root, settings.assignment, settings.db_url)
 
 
-def _read_gradebook(course: Path, assignment: str, db_url: str | None):
+def _read_gradebook(settings: CourseSettings):
     """(task -> max points, student -> {task: score}) straight from nbgrader's tables, read only
     (nbgrader's Gradebook object would add a course row on opening)."""
     import sqlalchemy as sa
@@ -100,7 +101,8 @@ def _read_gradebook(course: Path, assignment: str, db_url: str | None):
                               SubmittedNotebook)
     from sqlalchemy.orm import Session
 
-    engine = sa.create_engine(course_db_url(course, db_url))
+    assignment = settings.assignment
+    engine = sa.create_engine(settings.gradebook_url)
     try:
         with Session(engine) as session:
             cells = session.execute(
@@ -127,32 +129,30 @@ def _read_gradebook(course: Path, assignment: str, db_url: str | None):
     return max_points, scores
 
 
-def _current_digests(course: Path, assignment: str) -> dict[str, str]:
+def _current_digests(settings: CourseSettings) -> dict[str, str]:
     """student -> submission digest of what ``submitted/`` holds now.
 
     The scan extracts zips; it runs on a private shadow of the course (its ``submitted/`` linked in),
     so a ``bertlab grade`` running at the same time never sees its staging folder replaced.
     """
-    submitted = course / "submitted"
+    submitted = settings.root / "submitted"
     if not submitted.is_dir():
         return {}
     with tempfile.TemporaryDirectory(prefix="bertlab-export-") as tmp:
         shadow = Path(tmp)
         (shadow / "submitted").symlink_to(submitted.resolve(), target_is_directory=True)
-        submissions, _ = scan_submitted(shadow, assignment)
+        submissions, _ = scan_submitted(shadow, settings.assignment)
         return {s.student: submission_digest(s) for s in submissions}
 
 
-def read_course_grades(course: str | os.PathLike, assignment: str = "week7",
-                       db_url: str | None = None) -> CourseGrades:
-    """The gradebook's scores for ``assignment``, each kept only while it describes the files in
+def read_course_grades(settings: CourseSettings) -> CourseGrades:
+    """The gradebook's scores for the assignment, each kept only while it describes the files in
     ``submitted/`` (see the module docstring). Raises UsageError for a missing course or assignment."""
-    course = Path(course).resolve()
-    _check_course(course, assignment, db_url)
-    max_points, scores = _read_gradebook(course, assignment, db_url)
-    digests = _current_digests(course, assignment)
-    results = load_results(course, assignment)
-    grades = CourseGrades(assignment, max_points)
+    _check_course(settings)
+    max_points, scores = _read_gradebook(settings)
+    digests = _current_digests(settings)
+    results = load_results(settings.root, settings.assignment)
+    grades = CourseGrades(settings.assignment, max_points)
     for student, tasks in sorted(scores.items()):
         recorded = results.get(student, {}).get("submission_digest")
         # Unknown on either side (no results.json, no digest in it, no files any more): the grade of
@@ -422,11 +422,10 @@ def _check_out(out: Path, roster: Path | None) -> None:
                          "another file (e.g. grades-canvas.csv). Nothing was written.")
 
 
-def export_grades_file(course: str | os.PathLike, format: str, out: str | os.PathLike,
-                       roster: str | os.PathLike | None = None, *, assignment: str = "week7",
-                       id_column: str | None = None, column: str | None = None,
-                       db_url: str | None = None) -> ExportReport:
-    """Write the grades of ``assignment`` in ``format`` (see the module docstring) to ``out``,
+def export_grades_file(settings: CourseSettings, format: str, out: str | os.PathLike,
+                       roster: str | os.PathLike | None = None, *, id_column: str | None = None,
+                       column: str | None = None) -> ExportReport:
+    """Write the grades of the assignment in ``format`` (see the module docstring) to ``out``,
     atomically; return what was written and what could not be placed. Everything is checked before
     anything is written: a UsageError means ``out`` was not touched."""
     if format not in FORMATS:
@@ -437,12 +436,13 @@ def export_grades_file(course: str | os.PathLike, format: str, out: str | os.Pat
     out = Path(out)
     roster_path = Path(roster) if roster is not None else None
     _check_out(out, roster_path)
+    assignment = settings.assignment
     column = column or assignment
     if not column.strip():
         raise UsageError("--column is empty: give the name of the LMS column to fill (default: the assignment).")
     id_column = id_column or DEFAULT_ID_COLUMN[format]
     table = read_roster(roster_path, id_column, canvas=format == "canvas") if roster_path is not None else None
-    grades = read_course_grades(course, assignment, db_url)
+    grades = read_course_grades(settings)
     report = ExportReport(out=out, format=format, assignment=assignment, column=column, max_total=grades.max_total,
                           stale=list(grades.stale), not_graded=list(grades.not_graded), roster=roster_path,
                           id_column=id_column if table is not None else None)
@@ -487,14 +487,13 @@ def format_report(report: ExportReport, course: Path) -> tuple[list[str], list[s
     return stdout, stderr
 
 
-def run_export(course: str | os.PathLike, format: str, out: str | os.PathLike,
-               roster: str | os.PathLike | None = None, *, assignment: str = "week7",
-               id_column: str | None = None, column: str | None = None, db_url: str | None = None) -> int:
+def run_export(settings: CourseSettings, format: str, out: str | os.PathLike,
+               roster: str | os.PathLike | None = None, *, id_column: str | None = None,
+               column: str | None = None) -> int:
     """`bertlab export`: write the file, print what was written (stdout) and what could not be placed
     (stderr, one line each). Returns 0: students left out are listed, never a failure of the export."""
-    report = export_grades_file(course, format, out, roster, assignment=assignment, id_column=id_column,
-                                column=column, db_url=db_url)
-    stdout, stderr = format_report(report, Path(course))
+    report = export_grades_file(settings, format, out, roster, id_column=id_column, column=column)
+    stdout, stderr = format_report(report, settings.root)
     for line in stdout:
         print(line)
     for line in stderr:

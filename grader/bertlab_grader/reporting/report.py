@@ -498,10 +498,11 @@ def write_report(course: Path, assignment: str = "week7", out: Path | None = Non
     return out, context
 
 
-def report_command(course: Path, assignment: str = "week7", out: Path | None = None, similar: bool = True) -> int:
-    path, context = write_report(course, assignment, out, similar=similar)
+def report_command(settings: CourseSettings, out: Path | None = None, similar: bool = True) -> int:
+    """`bertlab report`: write the page, say where and how many it covers; returns the exit code, 0."""
+    path, context = write_report(settings.root, settings.assignment, out, similar=similar)
     waiting = context["not_graded"]["count"]
-    print(f"Wrote {path}: {context['n']} graded submission(s) of {assignment}"
+    print(f"Wrote {path}: {context['n']} graded submission(s) of {settings.assignment}"
           + (f", {waiting} handed in but not graded (see the page)" if waiting else "")
           + ". Open it in any browser; it needs no network.")
     return 0

@@ -47,6 +47,7 @@ from bertlab.errors import UsageError
 from bertlab.tasks import EXERCISES
 from bertlab_grader.authoring.stubs import expected_exercises
 from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder, require_submissions
+from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import read_submission_sources, scan_submitted, submitted_assignments
 
 #: copydetect's noise threshold: the length, in filtered characters, of a fingerprinted k-gram. Below
@@ -488,8 +489,8 @@ def pairs_json(pairs: list[SimilarPair]) -> str:
     return json.dumps([{"task": p.task, "a": p.a, "b": p.b, "similarity": p.similarity} for p in pairs], indent=1)
 
 
-def similar_command(course: Path, assignment: str = "week7", top: int = 10, as_json: bool = False) -> int:
+def similar_command(settings: CourseSettings, top: int = 10, as_json: bool = False) -> int:
     """`bertlab similar`: print the report (or ``--json``); returns the exit code, 0."""
-    result = compare_cohort(course, assignment, top)
+    result = compare_cohort(settings.root, settings.assignment, top)
     print(pairs_json(result.pairs()) if as_json else format_comparison(result))
     return 0
