@@ -4,7 +4,7 @@
 
 Nothing is graded: each course is built through ``bertlab_grader.course`` (config, gradebook) as ``bertlab grade`` leaves
 one (``init_course``, ``record_result`` per student, ``export_grades`` for grades.csv, and the run
-summary ``runner.write_last_run`` keeps), from synthetic results over the real hidden tests' names
+summary ``course/summary.py``'s ``write_last_run`` keeps), from synthetic results over the real hidden tests' names
 and points, with the named mistakes of ``bertlab.mistakes`` and performance ratios. A few students
 are left ungraded by "the grader", and one folder under submitted/ holds no submission.
 
@@ -90,7 +90,7 @@ def build_course(course: Path, n: int, *, seed: int = 0, layout=None, not_graded
     from bertlab_grader.course.results import error_result
     from bertlab_grader.course.gradebook import export_grades, keep_gradebook_open, record_result
     from bertlab_grader.course.config import init_course
-    from bertlab_grader.course.runner import RunSummary, write_last_run
+    from bertlab_grader.course.summary import RunSummary, write_last_run
     from bertlab_grader.course.settings import CourseSettings
     from bertlab_grader.course.submissions import scan_submitted
 

@@ -10,7 +10,7 @@ import pytest
 from bertlab_grader.course.adjustments import KEPT, SET_ASIDE, set_aside_path
 from bertlab_grader.course.config import course_db_url, init_course
 from bertlab_grader.course.gradebook import record_result
-from bertlab_grader.course.runner import RunSummary
+from bertlab_grader.course.summary import RunSummary
 from bertlab_grader.course.settings import CourseSettings
 
 ASSIGNMENT = "week7"

@@ -141,9 +141,9 @@ def test_graded_in_parts_exactly_as_in_one_process(sandbox, tmp_path, name):
 def _schedule(n_submissions: int, workers: int):
     from types import SimpleNamespace
 
-    from bertlab_grader.course.pool import _Schedule
+    from bertlab_grader.course.schedule import Schedule
 
-    return _Schedule([SimpleNamespace(student=f"s{i}") for i in range(n_submissions)], workers)
+    return Schedule([SimpleNamespace(student=f"s{i}") for i in range(n_submissions)], workers)
 
 
 def _name(job) -> str:
@@ -158,7 +158,7 @@ def _part_payload(job) -> dict:
 
 def test_the_pool_splits_only_the_last_submissions_and_only_with_free_workers():
     """When fewer whole submissions wait than there are workers, the next one is handed out in parts
-    (grader/bertlab_grader/course/pool.py ``_Schedule``); a pool of one worker never splits."""
+    (grader/bertlab_grader/course/schedule.py); a pool of one worker never splits."""
     def handed(n_submissions: int, workers: int) -> list[str]:
         schedule, out = _schedule(n_submissions, workers), []
         while schedule:

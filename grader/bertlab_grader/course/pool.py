@@ -18,7 +18,8 @@ from pathlib import Path
 from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import read_submission_sources
-from bertlab_grader.grading.segments import FINAL, Part, PartResult, final_part, split_parts
+from bertlab_grader.course.schedule import Job, Schedule
+from bertlab_grader.grading.segments import Part
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
 
@@ -109,10 +110,10 @@ class _Worker:
         self.process.start()
         child.close()
         self.ready = False
-        self.job: _Job | None = None
+        self.job: Job | None = None
         self.started = 0.0
 
-    def give(self, job: "_Job"):
+    def give(self, job: Job):
         self.job, self.started = job, time.monotonic()
         self.conn.send((job.submission.student, str(job.submission.path),
                         None if job.part is None else job.part.to_json()))
@@ -164,85 +165,14 @@ def start_workers(n: int, settings: CourseSettings, timings: Path | None = None)
     return [_Worker(ctx, settings, slot, gate, where) for slot in range(n)]
 
 
-class _Job:
-    """A submission to grade, whole (``part`` None) or one part of it (grader/bertlab_grader/grading/segments.py)."""
-
-    __slots__ = ("submission", "attempt", "part")
-
-    def __init__(self, submission, attempt: int = 1, part: Part | None = None):
-        self.submission, self.attempt, self.part = submission, attempt, part
-
-    def again(self) -> "_Job":
-        return _Job(self.submission, self.attempt + 1, self.part)
-
-
-class _Schedule:
-    """What the pool has left to hand out, and what its finished jobs mean (no processes here).
-
-    Near the end of a run, when fewer whole submissions wait than there are workers, the next one is
-    split into parts (grader/bertlab_grader/grading/segments.py) that run at once on the free workers: one slow
-    submission (a hang, then another) then no longer leaves the other workers idle at the end. Its
-    last part is queued first once the others are done, and only its result counts as the
-    submission's; a part that fails fails the whole submission, once.
-    """
-
-    def __init__(self, submissions, workers: int):
-        self.queue: list[_Job] = [_Job(s) for s in submissions]
-        self.workers = workers
-        self.done: dict[str, dict[int, PartResult]] = {}  # split submission -> {segment: what it gave}
-        self.failed: set[str] = set()                # split submissions whose failure was reported
-
-    def __bool__(self) -> bool:
-        return bool(self.queue)
-
-    def take(self) -> _Job:
-        """The next job to hand out (the queue must not be empty)."""
-        job = self.queue.pop(0)
-        whole_left = sum(1 for j in self.queue if j.part is None) + 1
-        if job.part is None and job.attempt == 1 and self.workers > 1 and whole_left < self.workers:
-            self.done[job.submission.student] = {}
-            parts = [_Job(job.submission, 1, part) for part in split_parts()]
-            self.queue[:0] = parts[1:]
-            return parts[0]
-        return job
-
-    def retry(self, job: _Job) -> None:
-        """Hand ``job`` out again, first (its worker died)."""
-        if job.submission.student not in self.failed:
-            self.queue.insert(0, job.again())
-
-    def finished(self, job: _Job, kind: str, payload):
-        """What a finished ``job`` means: (submission, result, None) or (submission, None, grader
-        failure cause) to report, or None while a split submission is not done. A part's ``payload``
-        is its PartResult's JSON, as the worker sent it."""
-        student = job.submission.student
-        if job.part is None:
-            return (job.submission, payload, None) if kind == "result" else (job.submission, None, payload)
-        if student in self.failed:
-            return None  # its failure was reported already
-        if kind != "part":
-            self.failed.add(student)
-            self.done.pop(student, None)
-            self.queue[:] = [j for j in self.queue if j.submission.student != student]
-            return job.submission, None, payload
-        done = PartResult.from_json(payload)
-        if job.part.final:
-            del self.done[student]
-            return job.submission, done.result, None
-        self.done[student][job.part.segment] = done
-        if len(self.done[student]) == FINAL:
-            self.queue.insert(0, _Job(job.submission, 1, final_part(self.done[student])))
-        return None
-
-
 def _pool_results(submissions, pool: list[_Worker]):
     """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
     workers of ``pool`` finish; a worker that dies is replaced and its job tried once more.
-    The last submissions are graded in parts on several workers at once (``_Schedule``).
+    The last submissions are graded in parts on several workers at once (``course/schedule.py``).
     Raises RunStopped when a worker cannot start or fails its preflight. The workers are stopped at
     the end."""
     ctx = _context()
-    schedule = _Schedule(submissions, len(pool))
+    schedule = Schedule(submissions, len(pool))
     try:
         while schedule or any(w.job for w in pool):
             for w in pool:

@@ -26,7 +26,7 @@ all but the last can also run at once, on different grader workers, and give the
 - each segment's process is fresh and prints into an output of its own, in both ways of grading.
 
 The worker pool grades the last submissions of a run this way (``split_parts``, ``final_part``,
-grader/bertlab_grader/course/pool.py), so that one slow submission at the end does not leave the other workers idle.
+grader/bertlab_grader/course/schedule.py), so that one slow submission at the end does not leave the other workers idle.
 ``tests/test_segments.py`` grades hostile and mutant submissions both ways and compares every test.
 """
 

@@ -8,7 +8,7 @@ Where each figure comes from (nothing is graded or recomputed here; the page onl
     hidden tests        ``tests[].outcome`` per (task, test name): not passed / students whose result has it
     named mistakes      ``tests[].hint``, grouped per (task, hint), each student counted once
     performance ratios  ``tests[].ratio`` per performance test; a test run without one was not timed
-    not graded          COURSE/.bertlab/last-run-<assignment>.json (``runner.write_last_run``), zero-score
+    not graded          COURSE/.bertlab/last-run-<assignment>.json (``course/summary.py``: ``write_last_run``), zero-score
                         refused submissions, and submitted folders without a results.json
     similar pairs       ``bertlab_grader.reporting.similarity.similar_pairs`` (imported only when the page asks)
 
@@ -39,7 +39,7 @@ from bertlab_grader.core.locations import REPORT_TEMPLATES
 from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder
 from bertlab_grader.course.results import load_results
-from bertlab_grader.course.runner import last_run_path
+from bertlab_grader.course.summary import last_run_path
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.performance.timing import BANDS
 
