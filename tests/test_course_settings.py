@@ -26,7 +26,7 @@ def test_the_root_is_absolute_and_a_given_url_is_kept(tmp_path, monkeypatch):
     assert settings.root == tmp_path / "course"
     assert settings.db_url == "sqlite:///elsewhere/gb.db", "the command line's URL, as given (init_course writes it)"
     assert settings.gradebook_url == f"sqlite:///{tmp_path}/elsewhere/gb.db"
-    assert settings.hidden_paths() == sorted({str(tmp_path / "course"), str(tmp_path / "elsewhere")})
+    assert settings.hidden_paths == tuple(sorted({str(tmp_path / "course"), str(tmp_path / "elsewhere")}))
     assert not settings.unsafe_no_sandbox, "the sandbox is the default; only the instructor's flag turns it off"
 
 
@@ -38,7 +38,7 @@ def test_without_a_url_the_course_config_decides(tmp_path):
     settings = CourseSettings(course, "week7")
     assert settings.db_url is None
     assert settings.gradebook_url == f"sqlite:///{tmp_path}/books/gb.db"
-    assert str(tmp_path / "books") in settings.hidden_paths(), "the sandbox must not see the gradebook"
+    assert str(tmp_path / "books") in settings.hidden_paths, "the sandbox must not see the gradebook"
     assert CourseSettings(tmp_path / "fresh").gradebook_url == f"sqlite:///{tmp_path}/fresh/gradebook.db"
 
 
@@ -56,3 +56,22 @@ def test_the_course_room_takes_the_settings_not_their_parts():
                     threaded.append(f"{name}:{node.lineno} {node.name}({', '.join(sorted(names & SETTINGS_PARTS))})")
     assert not threaded, "these take the course's settings one by one; take `settings: CourseSettings`:\n" + \
         "\n".join(threaded)
+
+
+def test_a_worker_gets_what_the_main_process_worked_out(tmp_path, monkeypatch):
+    """The pool's workers receive the settings pickled: the gradebook's URL and the hidden folders
+    travel with them, so a worker reads no config (which the gradebook set-up may be rewriting)."""
+    import pickle
+
+    from bertlab_grader.course import settings as settings_module
+
+    settings = CourseSettings(tmp_path / "course", "week7")
+    hidden = settings.hidden_paths
+    received = pickle.loads(pickle.dumps(settings))
+
+    def no_config(*args, **kwargs):
+        raise AssertionError("the worker read the course's config again")
+
+    monkeypatch.setattr(settings_module, "course_db_url", no_config)
+    assert received.hidden_paths == hidden and received.gradebook_url == settings.gradebook_url
+    assert received == settings

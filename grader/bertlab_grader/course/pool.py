@@ -77,7 +77,7 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
         record = (timing_record.TimingRecord(Path(timings), timing_record.protocol_digest())
                   if timings is not None else None)
         warm_up()  # already done in the fork server (grader/bertlab_grader/course/worker_preload.py); with spawn, done here
-        grader = PreparedGrader.start(settings.assignment, settings.hidden_paths(), SANDBOX_UID_BASE + slot,
+        grader = PreparedGrader.start(settings.assignment, settings.hidden_paths, SANDBOX_UID_BASE + slot,
                                       settings.unsafe_no_sandbox)
     except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
         conn.send(("fatal", f"{type(exc).__name__}: {exc}"))

@@ -119,6 +119,9 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions()) -> 
 
     course, assignment = settings.root, settings.assignment
     check_course_for_grading(settings)
+    # What every sandbox hides, worked out here, once, from the config as it stands before the gradebook
+    # set-up below rewrites it; the workers receive it with the settings.
+    settings.hidden_paths  # noqa: B018 - (a cached property: read for its keeping)
     start = time.monotonic()
     submissions, layout = course_submissions.scan_submitted(course, assignment)
     summary = RunSummary(layout=layout)
@@ -291,7 +294,7 @@ def _start_cluster(stack: contextlib.ExitStack, settings: CourseSettings, option
 
     try:
         client = stack.enter_context(dask_client(options.scheduler, options.cluster))
-        grading = ClusterGrading(client, settings.assignment, settings.hidden_paths(), settings.unsafe_no_sandbox,
+        grading = ClusterGrading(client, settings.assignment, list(settings.hidden_paths), settings.unsafe_no_sandbox,
                                  options.quiet)
         stack.callback(grading.close)
         grading.start()

@@ -8,7 +8,10 @@ says is read once, when a step first asks for the gradebook's URL.
 
     settings = CourseSettings(Path("course"), "week7")
     settings.gradebook_url      # the command line's --db-url, else nbgrader_config.py's, else the default
-    settings.hidden_paths()     # what a sandbox must not see: the course and the gradebook's folder
+    settings.hidden_paths       # what a sandbox must not see: the course and the gradebook's folder
+
+Both are worked out once and kept in the value, so a grader worker that receives the settings (pickled
+to a process of the pool) uses what the main process worked out and reads no config of its own.
 """
 
 from __future__ import annotations
@@ -44,11 +47,12 @@ class CourseSettings:
         else nbgrader's default ``sqlite:///ROOT/gradebook.db`` (read once, then kept)."""
         return course_db_url(self.root, self.db_url)
 
-    def hidden_paths(self) -> list[str]:
+    @cached_property
+    def hidden_paths(self) -> tuple[str, ...]:
         """What a sandbox must not see besides the kit: the course (every student's files) and the
         folder of a SQLite gradebook."""
         hide = [str(self.root)]
         url = self.gradebook_url
         if url.startswith("sqlite:///"):
             hide.append(str(Path(url.removeprefix("sqlite:///")).resolve().parent))
-        return sorted(set(hide))
+        return tuple(sorted(set(hide)))
