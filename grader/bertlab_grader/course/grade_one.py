@@ -10,10 +10,10 @@ from bertlab.errors import UsageError
 
 from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.core.failures import RunStopped
-from bertlab_grader.course.pool import _check_sandbox
 from bertlab_grader.course.results import check_results_schema, format_gradebook, validate_result
 from bertlab_grader.course.submissions import (handin_notes, read_submission_sources, Submission, submission_digest,
                                                valid_id)
+from bertlab_grader.sandbox.bubblewrap import require_isolation
 
 
 def grade_one(submission: Path, student: str | None = None, assignment: str = "week7",
@@ -33,7 +33,7 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
     sources = read_submission_sources(submission)
     if not sources:
         raise UsageError(f"{submission} holds none of {', '.join(EXERCISE_FILES)}")
-    _check_sandbox(unsafe_no_sandbox)
+    require_isolation(unsafe_no_sandbox)
     with PreparedGrader.start(assignment, hide=[str(submission.parent)],
                               unsafe_no_sandbox=unsafe_no_sandbox) as grader:
         if grader.problem is not None:

@@ -22,6 +22,7 @@ from bertlab_grader.course.schedule import Job, Schedule
 from bertlab_grader.grading.segments import Part
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
+from bertlab_grader.sandbox.bubblewrap import require_isolation
 
 SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
 
@@ -238,10 +239,4 @@ def stop_workers(pool: list[_Worker]) -> None:
 def _check_sandbox(settings: CourseSettings) -> None:
     """Refuse at once, before any worker starts, when bubblewrap cannot isolate student code (unless
     the instructor named --unsafe-no-sandbox)."""
-    if settings.unsafe_no_sandbox:
-        return
-    from bertlab_grader.sandbox import bubblewrap
-
-    ok, why = bubblewrap.bubblewrap_status()
-    if not ok:
-        raise bubblewrap.unavailable_error(why)  # the reason, then how to install or enable bubblewrap
+    require_isolation(settings.unsafe_no_sandbox)

@@ -136,5 +136,16 @@ def unavailable_error(reason: str) -> SandboxUnavailable:
     return SandboxUnavailable(f"{reason}; student code cannot be isolated.\n{hint}")
 
 
+def require_isolation(unsafe_no_sandbox: bool) -> None:
+    """Refuse at once, before any grader starts, when bubblewrap cannot isolate student code here
+    (SandboxUnavailable: the reason, then how to install or enable bubblewrap); nothing is checked
+    when the instructor named --unsafe-no-sandbox."""
+    if unsafe_no_sandbox:
+        return
+    ok, why = bubblewrap_status()
+    if not ok:
+        raise unavailable_error(why)
+
+
 # ============================================================================ command line
 
