@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # each task's results) and the demo cohort's hostile student (a submission, not kit code).
 WRITTEN_ABOUT_TASKS = {
     "grader/bertlab_grader/authoring/lesson/Week_7_encoder.py",
-    "src/bertlab/headline.py",
+    "src/bertlab/headline.py",  # (it calls each task's code; which tasks a figure needs is the registry's)
     "src/bertlab/lesson.py",
 }
 

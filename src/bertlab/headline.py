@@ -33,7 +33,7 @@ from .models import count_parameters, load_tokenizer, named_model
 from .representations import layer_representations
 from .sts import encode_texts, evaluate_pairs
 from .tables import cls_layer_cosines, bert_base_on_meta
-from .tasks import EXERCISE_TASKS
+from .tasks import EXERCISE_TASKS, LESSON_FIGURE_TASKS
 
 CKA_PROBE_SIZE = 64  # IMDb reviews used as CKA probe inputs (truncated to 128 tokens)
 
@@ -213,71 +213,69 @@ class LessonFigure:
     """One headline figure of the lesson: what the lesson reported, and why ours may differ by design.
 
     ``same_setup``: the lesson measured it with the same model and data as this kit, so a different
-    value means different code (then the note names the tasks to check). ``uses``: the exercise tasks
-    this run needs to measure it.
+    value means different code (then the note names the tasks to check).
     """
 
     key: str
     label: str
     lesson: str                     # the lesson's value, as the lesson gave it
     lesson_values: tuple = ()       # the same as numbers, where this run is compared number by number
-    uses: tuple[str, ...] = ()
     same_setup: bool = False
     why_different: str = ""         # why this run's value differs by design (empty when it should not)
+
+    @property
+    def uses(self) -> tuple[str, ...]:
+        """The exercise tasks this run needs to measure it (the registry's LESSON_FIGURE_TASKS)."""
+        return LESSON_FIGURE_TASKS[self.key]
 
 
 LESSON_FIGURES: tuple[LessonFigure, ...] = (
     LessonFigure(
         "cka_untrained", "CKA, untrained 4-layer encoder",
-        "flat: 0.952-0.988 between any two blocks", (0.952, 0.988), ("pooling", "cka"),
+        "flat: 0.952-0.988 between any two blocks", (0.952, 0.988),
         why_different="our blocks read MiniLM's 30,522 x 384 word table, the lesson's its Week 3 one; "
                       "the residual stream keeps it flat and above 0.9 either way"),
     LessonFigure(
         "cka_trained", "CKA, trained encoder",
         "staircase: neighbours similar, falling with distance, embeddings least like the last layer "
-        "(bert-base-uncased, 13 [CLS] states)", (), ("pooling", "cka"),
+        "(bert-base-uncased, 13 [CLS] states)", (),
         why_different="MiniLM's 7 mean-pooled states, not bert-base's 13 [CLS] states (MiniLM's layer-0 [CLS] "
                       "is the same for every input, so its CKA is undefined); the same shape"),
     LessonFigure(
-        "params_bert_base", "BERT-base parameters", "109,482,240", (109_482_240,), (), same_setup=True),
+        "params_bert_base", "BERT-base parameters", "109,482,240", (109_482_240,), same_setup=True),
     LessonFigure(
         "cls_early_late", "cosine of [CLS] early vs late",
-        "0.163-0.204 (layer 1 vs 12, bert-base-uncased)", (0.163, 0.204), (),
+        "0.163-0.204 (layer 1 vs 12, bert-base-uncased)", (0.163, 0.204),
         why_different="MiniLM, layer 1 vs 6: its [CLS] was never trained to summarise a sentence (MiniLM was "
                       "trained through mean pooling), so only its last layer moves it"),
     LessonFigure(
         "finetune", "IMDb accuracy, fine-tuned vs from scratch",
-        "91.6% fine-tuned bert-base-uncased vs 72.8% Week 6 model from scratch", (0.916, 0.728), ("pooling",)),
+        "91.6% fine-tuned bert-base-uncased vs 72.8% Week 6 model from scratch", (0.916, 0.728)),
     LessonFigure(
         "sts_sbert", "8 STS pairs, SBERT: Spearman / MAE", "0.881 / 0.285 (all-MiniLM-L6-v2)", (0.881, 0.285),
-        ("siamese",), same_setup=True),
+        same_setup=True),
     LessonFigure(
         "sts_dan", "8 STS pairs, DAN: Spearman / MAE", "-0.143 / 0.454 (the Week 3 DAN)", (-0.143, 0.454),
-        ("pooling",),
         why_different="our DAN averages MiniLM's own input embeddings, the lesson's was its Week 3 model: a "
                       "different model, the same story (far below SBERT)"),
     LessonFigure(
         "search_sbert", "search top-3, SBERT", "0.560, 0.481, 0.454 (all-MiniLM-L6-v2)", (0.560, 0.481, 0.454),
-        ("siamese", "retrieval"), same_setup=True),
+        same_setup=True),
     LessonFigure(
         "search_dan", "search top-3, DAN", "0.435, 0.301, 0.245 (the Week 3 DAN)", (0.435, 0.301, 0.245),
-        ("pooling", "retrieval"),
         why_different="a different DAN (MiniLM's embeddings): higher cosines and a different third hit"),
 )
 
-def _uses(lesson_key: str) -> tuple[str, ...]:
-    return next(f.uses for f in LESSON_FIGURES if f.key == lesson_key)
-
-
-# The tasks each figure of ``lesson_figures`` needs: those of the lesson figure it is measured for
-# (LESSON_FIGURES' ``uses``, written once there). A siamese.py that calls your pooling adds pooling:
+# The tasks each figure of ``lesson_figures`` needs: those the registry gives the lesson figure it is
+# measured for (LESSON_FIGURE_TASKS). A siamese.py that calls your pooling adds pooling:
 # LessonSteps.waiting_for sees that.
 FIGURE_USES: dict[str, tuple[str, ...]] = {
-    "lesson_sts_sbert": _uses("sts_sbert"), "lesson_sts_dan": _uses("sts_dan"),
-    "search_sbert": _uses("search_sbert"), "search_dan": _uses("search_dan"),
-    "stsb_test_sbert": _uses("sts_sbert"), "stsb_test_dan": _uses("sts_dan"),
-    "cka_untrained_min_offdiag": _uses("cka_untrained"), "cka_minilm_mean": _uses("cka_trained"),
-    "cka_minilm_cls_layer0_defined": ("cka",),  # (no lesson figure: why the [CLS] staircase is left out)
+    measured: LESSON_FIGURE_TASKS[lesson_key] for measured, lesson_key in (
+        ("lesson_sts_sbert", "sts_sbert"), ("lesson_sts_dan", "sts_dan"),
+        ("search_sbert", "search_sbert"), ("search_dan", "search_dan"),
+        ("stsb_test_sbert", "sts_sbert"), ("stsb_test_dan", "sts_dan"),
+        ("cka_untrained_min_offdiag", "cka_untrained"), ("cka_minilm_mean", "cka_trained"),
+        ("cka_minilm_cls_layer0_defined", "cka_cls"))
 }
 
 

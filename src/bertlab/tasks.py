@@ -82,6 +82,22 @@ EXERCISE_TASKS: tuple[str, ...] = tuple(e.name for e in EXERCISES)
 EXERCISE_MODULES: tuple[str, ...] = tuple(e.module for e in EXERCISES)
 #: The files a submission holds.
 EXERCISE_FILES: tuple[str, ...] = tuple(e.filename for e in EXERCISES)
+#: The tasks whose code each headline figure of the lesson needs (src/bertlab/headline.py measures
+#: them, for `bertlab lesson` and the notebook), by figure. Written here, with the tasks, so that no other
+#: file names several tasks at once. A figure whose task this course removed (`bertlab remove-task`
+#: leaves this table as it is) says "not part of this course" instead of a value.
+LESSON_FIGURE_TASKS: dict[str, tuple[str, ...]] = {
+    "cka_untrained": ("pooling", "cka"),
+    "cka_trained": ("pooling", "cka"),
+    "cka_cls": ("cka",),  # MiniLM's [CLS] states: why the lesson's [CLS] staircase is left out
+    "params_bert_base": (),
+    "cls_early_late": (),
+    "finetune": ("pooling",),
+    "sts_sbert": ("siamese",),
+    "sts_dan": ("pooling",),
+    "search_sbert": ("siamese", "retrieval"),
+    "search_dan": ("pooling", "retrieval"),
+}
 #: The assignment's name in nbgrader (the course's folders, `bertlab submit`'s archive and exchange).
 ASSIGNMENT = "week7"
 #: The graded task that is not an exercise of its own: speed of the student's code against the reference.
