@@ -294,7 +294,6 @@ class ResultWriter:
                  between_timings: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
                  batch_size: int = BATCH_SIZE, max_wait_s: float = MAX_WAIT_S):
         self.settings = settings
-        self.course, self.db_url = settings.root, settings.db_url
         self.on_adjustment = on_adjustment
         self.between_timings = between_timings
         self.written: dict[str, dict] = {}
@@ -315,7 +314,7 @@ class ResultWriter:
                on_failed: Callable[[str, str], None] | None = None) -> None:
         """Check ``result`` (ValueError when it is not a valid result: nothing is journaled), journal
         it, queue it, and write the queue if it is due."""
-        entry = course_gradebook.prepare_record(self.course, result)
+        entry = course_gradebook.prepare_record(self.settings.root, result)
         if self._journal is None:
             self._journal = Journal(self.settings)
         self._journal.append({"format": FORMAT, **entry})
@@ -334,8 +333,9 @@ class ResultWriter:
         try:
             self._journal.wait_synced()  # nothing reaches the gradebook that the journal could lose
             with self.between_timings():
-                outcomes = course_gradebook.record_results(self.course, [entry for entry, _, _ in batch],
-                                                           self.db_url, on_adjustment=self.on_adjustment, sync=False)
+                outcomes = course_gradebook.record_results(
+                    self.settings.root, [entry for entry, _, _ in batch], self.settings.db_url,
+                    on_adjustment=self.on_adjustment, sync=False)
         except Exception as exc:  # noqa: BLE001 - the gradebook or the disk: the journal keeps them
             outcomes = [exc] * len(batch)
         self._unwritten = failed_before
@@ -360,7 +360,7 @@ class ResultWriter:
                 done = not self._unwritten and not self._pending
                 if done:
                     try:
-                        sync_files(self.course)
+                        sync_files(self.settings.root)
                     except OSError as exc:  # the files may not be on disk: the journal stays, replayed next run
                         log.warning("the course's files could not be synced (%s); %s is kept for the next run",
                                     exc, self._journal.path)
