@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertlab import lesson, mlm, nsp
-from bertlab.models import MissingModelError, load_tokenizer, named_model, tiny_bert_config
+from bertlab.models import MissingModelError, load_encoder, load_tokenizer, named_model, tiny_bert_config
 
 NOT_CACHED = "bertlab-tests/no-such-model-anywhere"
 
@@ -325,3 +325,18 @@ def test_lesson_masked_lm_falls_back_to_the_kit_model(kit, capsys):
     top1 = mlm.heads_figures()["masked_lm"]["held_out"]["top1"]
     assert "kit's heads" in description and f"{top1:.0%}" in description
     assert mlm.lesson_masked_lm(prefer=None, verbose=True)[0] is model and capsys.readouterr().out == ""
+
+
+def test_loading_the_packaged_model_draws_no_progress_bar(capfd):
+    """A grader's log, `bertlab doctor`'s model line and a check's output get no "Loading weights" bar;
+    the bars are as they were afterwards (a student's own training keeps its bar)."""
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()
+    try:
+        load_encoder("minilm")
+        assert "Loading weights" not in capfd.readouterr().err
+        assert hf_logging.is_progress_bar_enabled(), "loading a model turned transformers' progress bars off for good"
+    finally:
+        (hf_logging.enable_progress_bar if before else hf_logging.disable_progress_bar)()

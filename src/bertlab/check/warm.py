@@ -80,19 +80,12 @@ class WarmChecker:
 
     @staticmethod
     def _load_model() -> None:
-        """The packaged MiniLM (kept: bertlab.models caches it) and its tokenizer (imports its code)."""
-        from transformers.utils import logging as hf_logging
-
+        """The packaged MiniLM (kept: bertlab.models caches it) and its tokenizer (imports its code).
+        bertlab.models loads without a progress bar, so no tqdm monitor thread is started to fork."""
         from bertlab.models import load_tokenizer, named_model
 
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()  # no bar here, and no tqdm monitor thread to fork
-        try:
-            named_model("minilm")
-            load_tokenizer("minilm")
-        finally:
-            if bars:
-                hf_logging.enable_progress_bar()
+        named_model("minilm")
+        load_tokenizer("minilm")
 
     @staticmethod
     def _collect_public_tests(code_dir: Path) -> None:
