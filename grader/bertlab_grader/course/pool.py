@@ -16,9 +16,9 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
+from bertlab_grader.course.schedule import Job, Schedule
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import read_submission_sources
-from bertlab_grader.course.schedule import Job, Schedule
 from bertlab_grader.grading.segments import Part
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
