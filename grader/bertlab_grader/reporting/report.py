@@ -39,8 +39,8 @@ from bertlab_grader.core.locations import REPORT_TEMPLATES
 from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder
 from bertlab_grader.course.results import load_results
-from bertlab_grader.course.summary import last_run_path
 from bertlab_grader.course.settings import CourseSettings
+from bertlab_grader.course.summary import last_run_path
 from bertlab_grader.performance.timing import BANDS
 
 _BIN_EPSILON = 1e-6  # a histogram's bin edges: float round-off of value / width
