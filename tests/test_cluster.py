@@ -95,6 +95,27 @@ def test_an_unreachable_scheduler_is_one_line_exit_2_and_changes_nothing(tmp_pat
     assert sorted(str(p.relative_to(course)) for p in course.rglob("*")) == before, "the course changed"
 
 
+# The kit's own command line, in a process where Dask's distributed cannot be imported (as without the
+# cluster extra): None in sys.modules makes every import of it fail.
+WITHOUT_DISTRIBUTED = ("import sys; sys.modules['distributed'] = None; from bertlab.cli import main; "
+                       "sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.parametrize("command", [["grade", "--cluster", "local:2"], ["grade", "--scheduler", "tcp://127.0.0.1:9"],
+                                     ["doctor", "--scheduler", "tcp://127.0.0.1:9"]], ids=" ".join)
+def test_without_the_cluster_extra_a_cluster_command_says_what_to_install_and_changes_nothing(tmp_path, command):
+    course = _course(tmp_path, ["alice"])
+    before = sorted(str(p.relative_to(course)) for p in course.rglob("*"))
+    args = [command[0], *([str(course)] if command[0] == "grade" else []), *command[1:]]
+    proc = subprocess.run([sys.executable, "-c", WITHOUT_DISTRIBUTED, *args], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"bertlab {command[0]}: grading on a cluster needs Dask distributed: pip install 'bertlab[cluster]'" \
+        in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    assert sorted(str(p.relative_to(course)) for p in course.rglob("*")) == before, "the course changed"
+
+
 def test_a_cluster_spec_that_is_not_local_n_is_a_usage_error(tmp_path):
     course = _course(tmp_path, ["alice"])
     proc = _bertlab("grade", course, "--cluster", "local:zero", timeout=120)

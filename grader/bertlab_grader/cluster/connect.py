@@ -29,7 +29,10 @@ class SchedulerUnreachable(UsageError):
     """The scheduler named by --scheduler did not answer (exit 2, nothing changed)."""
 
 
-def _import_distributed():
+def require_distributed():
+    """Dask's ``distributed`` module, or a UsageError (exit 2, nothing changed) that says how to
+    install it. Call it before importing ``cluster/dispatch.py`` or ``cluster/worker_setup.py``, which
+    import it at their top: without the cluster extra, those imports would fail as a kit error."""
     try:
         import distributed
     except ImportError as exc:
@@ -52,7 +55,7 @@ def dask_client(scheduler: Optional[str] = None, local: Optional[str] = None) ->
     tls://...), or of a local cluster of ``local`` = "local:N" workers started for this block."""
     if (scheduler is None) == (local is None):
         raise UsageError("name either --scheduler ADDRESS or --cluster local:N, not both")
-    distributed = _import_distributed()
+    distributed = require_distributed()
     import dask
 
     if local is not None:
