@@ -47,7 +47,7 @@ from .cache import key_digest as digest
 from .encoder import TinyBERT, create_bert
 from .fileio import atomic_write_text
 from .lesson import duration
-from .models import MissingModelError, _from_pretrained, count_parameters, load_tokenizer
+from .models import MissingModelError, _from_pretrained, count_parameters, load_tokenizer, without_progress_bars
 
 Review = tuple[str, int]  # (text, label), label 1 = positive
 PoolFn = Callable[[Tensor, Tensor], Tensor]
@@ -152,15 +152,12 @@ def silenced_transformers():
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
     try:
-        yield
+        with without_progress_bars():
+            yield
     finally:
         hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def _progress_callback(label: str, started: float, verbose: bool):

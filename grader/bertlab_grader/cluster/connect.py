@@ -31,8 +31,8 @@ class SchedulerUnreachable(UsageError):
 
 def require_distributed():
     """Dask's ``distributed`` module, or a UsageError (exit 2, nothing changed) that says how to
-    install it. Call it before importing ``cluster/dispatch.py`` or ``cluster/worker_setup.py``, which
-    import it at their top: without the cluster extra, those imports would fail as a kit error."""
+    install it (``cluster/worker_setup.py`` takes Dask's WorkerPlugin through it, so importing the
+    cluster's modules without the cluster extra says the same)."""
     try:
         import distributed
     except ImportError as exc:

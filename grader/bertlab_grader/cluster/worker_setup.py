@@ -39,7 +39,11 @@ import threading
 import time
 from typing import Callable, Optional
 
-from distributed import WorkerPlugin
+from bertlab_grader.cluster.connect import require_distributed
+
+# Dask's base class, through the one check that says what to install without the cluster extra (a
+# UsageError, exit 2) instead of an ImportError; every importer of this module (and of dispatch.py) gets it.
+WorkerPlugin = require_distributed().WorkerPlugin
 
 PLUGIN_NAME = "bertlab-grader"
 RESOURCE = "bertlab-grader"  # held (= 1) by a worker whose grader is warm and passed its preflight

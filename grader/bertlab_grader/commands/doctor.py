@@ -103,10 +103,8 @@ def run_cluster_doctor(scheduler: str, assignment: str = "week7", wait_s: Option
     as a run would (bubblewrap, the model, a preflight), and print one line per worker; 0 when every
     worker can grade, 1 when one cannot or none is there. An unreachable scheduler, or no Dask
     distributed here, is a UsageError (2)."""
-    from bertlab_grader.cluster.connect import dask_client, require_distributed
-
-    require_distributed()  # (before the two imports below, which need it)
     from bertlab_grader.cluster import worker_setup
+    from bertlab_grader.cluster.connect import dask_client
     from bertlab_grader.cluster.dispatch import ClusterGrading, wait_for_workers_s
 
     wait_s = wait_for_workers_s() if wait_s is None else wait_s

@@ -51,7 +51,7 @@ import time
 from dataclasses import dataclass
 
 from bertlab.errors import UsageError
-from bertlab_grader.cluster.connect import dask_client, require_distributed
+from bertlab_grader.cluster.connect import dask_client
 from bertlab_grader.core.failures import GraderFailure, RunStopped
 from bertlab_grader.course import config as course_config, gradebook as course_gradebook, journal
 from bertlab_grader.course import results as course_results, submissions as course_submissions
@@ -291,8 +291,7 @@ def _start_cluster(stack: contextlib.ExitStack, settings: CourseSettings, option
     grader plugin on its workers (they warm up while the gradebook is set up), and make this host's
     quiet room this process's timing gate (it records between timings, as the local runner does).
     Without Dask's distributed (the cluster extra), a UsageError that says how to install it."""
-    require_distributed()
-    from bertlab_grader.cluster.dispatch import ClusterGrading  # (imports distributed: checked just above)
+    from bertlab_grader.cluster.dispatch import ClusterGrading
 
     try:
         client = stack.enter_context(dask_client(options.scheduler, options.cluster))
