@@ -44,7 +44,7 @@ def synthetic_result(student: str, layout: dict[str, list[tuple[str, float]]], r
     named mistake (``bertlab.mistakes``, put on that task's failing tests as the kit's hints are) and
     per performance test a time ratio (only a right answer is timed, as in the kit)."""
     from bertlab.mistakes import of_task
-    from bertlab_grader.performance.timing import band_fraction
+    from bertlab_grader.performance.timing import points_fraction
 
     ability = rng.betavariate(4, 1.6)
     tests = []
@@ -58,7 +58,7 @@ def synthetic_result(student: str, layout: dict[str, list[tuple[str, float]]], r
                                   "max_points": points, "message": "the result on the timing input was wrong"})
                     continue
                 ratio = round(rng.lognormvariate(0.4 + 1.2 * (1 - ability), 0.8), 3)
-                fraction = band_fraction(ratio)
+                fraction = points_fraction(ratio)
                 tests.append({"name": name, "task": task, "outcome": "passed" if fraction else "failed",
                               "points": points * fraction, "max_points": points, "ratio": ratio,
                               "message": f"took {ratio:.1f}x the reference's time"})

@@ -71,7 +71,7 @@ def _bertlab(*args, timeout=900) -> subprocess.CompletedProcess:
 def _assert_local_grades(cluster_results: dict, demo) -> None:
     local = {s: demo["results"][s] for s in cluster_results}
     differences = grade_differences(local, cluster_results)
-    real = [d for d in differences if not d.startswith("near an edge:")]
+    real = [d for d in differences if not d.startswith("speed scatter:")]
     assert not real, "the cluster graded differently from the local runner:\n  " + "\n  ".join(real)
     for line in differences:  # allowed (docs/cluster.md), but shown
         print(line)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Callable
+from typing import Callable, Optional
 
 from bertlab.tasks import EXERCISES
 
@@ -51,12 +51,16 @@ def _task_probes() -> dict[str, Callable[..., dict]]:
 PROBES: dict[str, Callable[..., dict]] = {**_task_probes(), "substitute": substitute}
 
 
-def run_probe(impl, name: str, *args):
+def run_probe(impl, name: str, *args, limit_s: Optional[float] = None):
     """Run the probe ``name`` where ``impl``'s code runs: through the sandbox for a graded
-    submission (its ``probe`` attribute), in this process otherwise."""
+    submission (its ``probe`` attribute), in this process otherwise. ``limit_s``: the time limit of
+    this call through the sandbox, where it should exceed the usual per-call limit (a probe on inputs
+    that are large by design); in process there is none."""
     remote = getattr(impl, "probe", None)
     if callable(remote):
-        return remote(name)(*args)
+        limit = getattr(impl, "call_limit", None)
+        with (limit(limit_s) if limit_s is not None and callable(limit) else contextlib.nullcontext()):
+            return remote(name)(*args)
     return PROBES[name](*args)
 
 

@@ -20,7 +20,6 @@ touch it.
 from __future__ import annotations
 
 import functools
-import time
 import zlib
 
 import pytest
@@ -252,15 +251,23 @@ def test_search_zero_vectors_score_zero(impl, reference):
 
 @pytest.mark.points(1)
 def test_search_leaves_inputs_unchanged(impl, reference):
-    corpus, queries = gaussian(250, 30, 8), gaussian(251, 4, 8)
-    corpus_before, queries_before = corpus.clone(), queries.clone()
-    what = "semantic_search(queries [4, 8], corpus [30, 8], top_k=3)"
-    result = call_on_valid_input(lambda: impl.retrieval.semantic_search(queries, corpus, top_k=3), what)
-    if not torch.equal(corpus, corpus_before) or not torch.equal(queries, queries_before):
-        fail("semantic_search modified its inputs in place (e.g. `corpus /= corpus.norm(...)`): the "
-             "caller's embeddings changed. Normalise copies (F.normalize returns a new tensor).")
-    # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
-    check_search_result(result, reference, queries_before, corpus_before, 3, what)
+    # float64 queries and corpus too: `.to(torch.float64)` or `.double()` returns the tensor itself
+    # when it already has that dtype, so an in-place normalisation after it reaches the caller's
+    # embeddings (a float32 input gets a copy and hides the mistake).
+    for dtype in (torch.float32, torch.float64):
+        corpus, queries = gaussian(250, 30, 8).to(dtype), gaussian(251, 4, 8).to(dtype)
+        corpus_before, queries_before = corpus.clone(), queries.clone()
+        what = "semantic_search(queries [4, 8], corpus [30, 8], top_k=3)" + ("" if dtype == torch.float32 else
+                                                                             f" with {dtype} inputs")
+        result = call_on_valid_input(lambda: impl.retrieval.semantic_search(queries, corpus, top_k=3), what)
+        changed = [name for name, now, before in (("queries", queries, queries_before),
+                                                  ("corpus", corpus, corpus_before)) if not torch.equal(now, before)]
+        if changed:
+            fail(f"{what} modified its input {' and its input '.join(changed)} in place (e.g. `corpus /= "
+                 "corpus.norm(...)`, also after a `.to(...)` or `.double()` that returned the input itself): the "
+                 "caller's embeddings changed. Normalise copies (F.normalize returns a new tensor).")
+        # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
+        check_search_result(result, reference, queries_before, corpus_before, 3, what)
 
 
 # The memory promise: "at most about MAX_BLOCK_SCORES scores are held at once, whatever N is". What a
@@ -277,12 +284,14 @@ def test_search_leaves_inputs_unchanged(impl, reference):
 MEMORY_QUERIES, MEMORY_D = 32, 4
 MEMORY_SIZES = (1_048_576, 2_097_152)
 MEMORY_SMALL_N = 52_400
-#: A search that took longer than this on [32, 52,400] (timed here, in the trusted process) would need
-#: minutes at the sizes above (a Python loop over every corpus row: 1.9 s here) or come near the 20 s
-#: limit: it is judged on its answer there, not on its memory (docs/hidden-checks.md). Measured on this
-#: kit's machine: the reference 0.01 s, sentence-transformers' search 0.01 s, the slowest vectorised
-#: correct code of the banks 0.18 s (its calls on the two sizes then take a few seconds).
-MEMORY_FAST_S = 0.2
+#: The time limit of each measured call (the usual limit of a call is 20 s). Every search whose
+#: answers are right is measured, however long it takes: no point depends on speed. Measured on this
+#: kit's machine, one thread, at N = 2,097,152: the reference 0.9 s, sentence-transformers' search
+#: 0.3 s, the slowest vectorised correct code of the banks 8 s (one query's float64 row at a time with
+#: a full stable sort), the whole matrix with a stable argsort 10 s; beside a CPU burner on every core
+#: about twice that. A Python loop over every corpus row (about 40 s a million rows) runs past it and
+#: loses the points: at a million rows such code does not keep the promise's purpose either.
+MEMORY_CALL_LIMIT_S = 60.0
 #: The growth may be at most this fraction of a full [Q, N] score matrix's. What correct code was
 #: measured to add is in docs/hidden-checks.md ("The memory test in figures"): at most about a third of
 #: a [Q, N] matrix (one query's sorted row at a time); the matrix itself adds more than all of it.
@@ -343,26 +352,29 @@ def described(rows: int) -> str:
 def test_search_memory_stays_bounded(impl, reference):
     from bertlab.probes import run_probe
     from bertlab_grader.core.failures import GraderFailure
+    from bertlab_grader.sandbox.remote import SubmissionTimeout
 
     queries, corpus = memory_inputs(MEMORY_SMALL_N)
-    # Once untimed: whatever the search loads on its first call (an import, a model) is not its speed.
-    call_on_valid_input(lambda: impl.retrieval.semantic_search(queries[:2].clone(), corpus[:100].clone(), top_k=3),
-                        "semantic_search(queries [2, 4], corpus [100, 4], top_k=3)")
-    started = time.perf_counter()
+    # The right answer first, on a corpus any correct search answers in a second: a wrong one is told so
+    # here, with the usual checks, before anything large is sent.
     result = call_on_valid_input(lambda: impl.retrieval.semantic_search(queries.clone(), corpus.clone(), top_k=10),
                                  described(MEMORY_SMALL_N))
-    seconds = time.perf_counter() - started
     check_hits_without_full_cosines(result, memory_expected(MEMORY_SMALL_N, MEMORY_SMALL_N), queries, corpus,
                                     described(MEMORY_SMALL_N))
-    if seconds > MEMORY_FAST_S:
-        return  # a right answer, from code too slow to measure where the promise bites (MEMORY_FAST_S)
     (small, large), Q = MEMORY_SIZES, MEMORY_QUERIES
     queries, corpus = memory_inputs(large)
 
     def extra_at(rows: int) -> int:
         """The extra memory of one search over the corpus's first ``rows`` rows (each call has the whole
         time limit of a call), after checking its answer."""
-        report = run_probe(impl, "search_memory", impl.retrieval.semantic_search, queries, corpus[:rows], 10)
+        try:
+            report = run_probe(impl, "search_memory", impl.retrieval.semantic_search, queries, corpus[:rows], 10,
+                               limit_s=MEMORY_CALL_LIMIT_S)
+        except SubmissionTimeout:
+            fail(f"{described(rows)} did not return within {MEMORY_CALL_LIMIT_S:g} s, so its memory could not be "
+                 "measured: the promise is judged at a million corpus rows and more. A Python loop over corpus "
+                 "rows is too slow there (about 40 s a million rows); score a block of rows with one matrix "
+                 "product and keep a running top-k.")
         if not report["measured"]:
             raise GraderFailure(f"the memory of a search could not be measured where it ran: {report['why']}")
         # The points are for a right answer that keeps the promise: a search that holds nothing earns nothing.
@@ -479,12 +491,39 @@ def check_hits(actual, expected, what: str, queries, corpus=CORPUS) -> None:
                      f"{type(corpus_id).__name__}; expected a Python int (Hit(int(i), float(s), text)).")
 
 
+def check_hit_types(impl, index, queries, top_k: int, what: str) -> None:
+    """Hit's docstring: corpus_id a Python int, score a Python float, exactly (not a NumPy or torch
+    scalar). Read where the index runs (the probe "hit_types", bertlab/teaching/retrieval.py): through
+    the sandbox the wire turns a NumPy scalar into a Python number on its way out, so the hits that
+    reach this process cannot show it. In process (`bertlab check`) the probe runs here."""
+    from bertlab.probes import run_probe
+
+    report = run_probe(impl, "hit_types", index, queries, top_k)
+    try:
+        why, rows = str(report["why"]), [[(str(a), str(b), c is True, d is True) for a, b, c, d in row]
+                                         for row in report["rows"]]
+    except Exception:  # noqa: BLE001 - whatever came back, it is not the probe's report
+        fail(f"{what}: the types of the hits could not be read where the index runs.")
+    if why:
+        fail(f"{what}: {why}.")
+    for q, row in enumerate(rows):
+        for rank, (id_type, score_type, id_is_int, score_is_float) in enumerate(row):
+            if not id_is_int:
+                fail(f"{what}: hit {rank} of query {q}: corpus_id is {id_type}, not a Python int: use int(i) "
+                     f"(json.dumps fails on a {id_type}). {mistake_hint('ret_hit_numpy_ids')}")
+            if not score_is_float:
+                fail(f"{what}: hit {rank} of query {q}: score is {score_type}, not a Python float: use "
+                     f"float(s). {mistake_hint('ret_hit_numpy_ids')}")
+
+
 @pytest.mark.points(3)
 def test_index_search_matches_reference(impl, reference):
     index = build_index(impl.retrieval, CountingEncoder())
     expected = build_index(reference.retrieval, CountingEncoder()).search(list(QUERIES), top_k=4)
-    check_hits(index.search(list(QUERIES), top_k=4), expected,
-               "SemanticIndex.search(2 queries, top_k=4) after three add() calls", list(QUERIES))
+    what = "SemanticIndex.search(2 queries, top_k=4) after three add() calls"
+    check_hits(index.search(list(QUERIES), top_k=4), expected, what, list(QUERIES))
+    # The types exactly as the search made them, where it runs (a right answer first, as above).
+    check_hit_types(impl, index, list(QUERIES), 4, what)
 
 
 @pytest.mark.points(2)

@@ -320,7 +320,8 @@ class _Recorder:
                     self.timeouts[entry["task"]] = self.timeouts.get(entry["task"], 0) + 1
                     self.first_timeout.setdefault(entry["task"], str(call.excinfo.value))
                 if entry["outcome"] == "failed" and fraction is not None:
-                    entry["points"] = entry["max_points"] * float(fraction)
+                    # Part of a speed test's points (the points curve): to the hundredth, as shown.
+                    entry["points"] = round(entry["max_points"] * float(fraction), 2)
         elif call.when == "teardown" and call.excinfo is not None and entry["outcome"] == "passed":
             entry["outcome"], entry["message"] = classify(call.excinfo, "teardown")
             entry["points"] = 0.0

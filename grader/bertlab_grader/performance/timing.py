@@ -6,16 +6,22 @@ order (ref, student; student, ref; ...). Each pair gives one ratio, student time
 and the score is the **median of the pair ratios**. The two calls of a pair are a few milliseconds
 apart, so whatever speed the machine has at that moment (a virtual machine's speed moves by 2x over
 seconds, measured: docs/hidden-suites.md "Where the spread comes from") hits both alike and cancels
-in their ratio; the median then ignores the pairs one side spent under a burst of load. A ratio
-within a factor ``EDGE_MARGIN`` of a band edge gets up to ``EXTRA_PAIRS`` more pairs before it is placed in
-a band (an edge is where one noisy measurement would decide the points), and stops as soon as the
-pairs left could not change its band (``band_decided``):
+in their ratio; the median then ignores the pairs one side spent under a burst of load.
 
-    ratio <= 2   full points        ratio <= 20   half points        slower   no points
+Points are a continuous function of that ratio r (``points_fraction``), never a band with an edge:
 
-The half band reaches 20x because a correct loop over queries or rows lands near 10x (measured:
-var_ret_loop 9.8x to 10.8x, var_pool_loop 4.6x to 8.6x), and an edge there would flip its score
-from run to run.
+    r <= 2   full points;   then falling with log r: half the points at 20x, none from 200x on
+
+(1 - log(r / 2) / log(100), the line through the old bands' corners). A measurement scatters (the same
+code: about 10-15% between fresh processes, more beside a competing load), and with bands, code whose
+true ratio sat on an edge got full or half points from one grading to the next. On this curve a 10%
+change of the ratio moves the points by 0.02 of the test's points at most (0.09 points of a 4-point
+test), whatever the ratio: identical files get nearly identical points on a quiet machine and a busy
+one. A ratio where the points depend on it (over ``FULL_POINTS_UP_TO / EDGE_MARGIN``) is measured with
+up to ``EXTRA_PAIRS`` more pairs, which narrow the scatter further, until the pairs left could not
+move the points by more than ``SETTLED_FRACTION`` (``points_settled``) or the submission's timed calls
+have taken ``EXTRA_PAIRS_BUDGET_S``. The half-points corner sits at 20x because a correct loop over
+queries or rows lands near 10x (measured: var_ret_loop 9.8x to 10.8x, var_pool_loop 4.6x to 8.6x).
 
 Both processes allocate on a steady footing (``steady_allocator``): glibc's malloc otherwise decides,
 from each process's own history, whether a buffer of megabytes comes from fresh pages (a page fault
@@ -23,16 +29,17 @@ per 4 KiB, on every call) or from memory it already holds, and that alone made t
 1.02x against itself in one sandboxed process and 1.43x in another (docs/hidden-suites.md, "Where the
 spread comes from").
 
-A measurement still scatters (the same code: about 10-15% between fresh processes), so code whose
-true ratio sits on an edge could land in either band from one grading to the next. In a cohort run
-the first measurement of each distinct submission is therefore kept and reused for identical files
-(``bertlab_grader.performance.record``): identical files, identical points.
+A measurement still scatters (the same code: about 10-15% between fresh processes). On the points
+curve that moves the points by a few hundredths; in a cohort run the first measurement of each
+distinct submission is moreover kept and reused for identical files
+(``bertlab_grader.performance.record``): identical files in one run, identical points.
 
 Only a right answer earns speed points: the submission's last output must match the reference's on
 the inputs of that last call (loosely), otherwise "fast" means nothing. A submission much slower
-than the reference (over ``GIVE_UP_RATIO`` on the second warm-up call) is not timed further: its
-band is already known. Nor is one whose second warm-up call gives a wrong answer (the test's
-``right``): it earns no speed points whatever its pairs would measure, and a timing holds the machine
+than the reference (over ``GIVE_UP_RATIO``, where no points are left, on the second warm-up call) is
+timed for ``GIVE_UP_PAIRS`` pairs only: the median of those few decides, so one slow call alone never
+does. Nor is one whose second warm-up call gives a wrong answer (the test's
+``right``) timed further: it earns no speed points whatever its pairs would measure, and a timing holds the machine
 while the other workers wait (measured on the kit's distinct cohort: wrong answers were about half
 of the performance task's time). Its last timed call is that one, so the test judges it on it.
 
@@ -58,7 +65,7 @@ path:
    real wire format through a local socket (``wire_roundtrip``), as the submission's does; only the
    process switch to the sandbox (a fraction of a millisecond) is not reproduced;
 2. a timed call does milliseconds of work against a fraction of a millisecond for that switch, and
-   the bands are wide (2x, 20x).
+   the points curve is flat up to 2x.
 
 See docs/hidden-suites.md ("Performance") for the sizes and the repeatability measurements.
 """
@@ -75,22 +82,26 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-# (largest ratio, fraction of the points), checked in order; anything slower scores 0.
-BANDS: tuple[tuple[float, float], ...] = ((2.0, 1.0), (20.0, 0.5))
-# The first look: 8 pairs, or fewer where the pairs left could not change its outcome
-# (first_look_decided: after 5 pairs for a ratio near 1). A ratio that lands within a factor EDGE_MARGIN (50%) of an edge is
-# measured much longer (up to EXTRA_PAIRS more, until the pairs left could not change its band: band_decided); one far from every edge keeps its band with more pairs too, so
-# there they would only cost time that the other workers spend waiting (a timing is exclusive).
+# The points curve (points_fraction): full points up to FULL_POINTS_UP_TO, then falling linearly in
+# log(ratio) through half the points at HALF_POINTS_AT to none from NO_POINTS_FROM on.
+FULL_POINTS_UP_TO = 2.0
+HALF_POINTS_AT = 20.0
+NO_POINTS_FROM = 200.0
+# The first look: 8 pairs, or fewer where the pairs left could not change the points
+# (first_look_decided: after 5 pairs for a ratio near 1).
 PAIRS = 8
-GIVE_UP_RATIO = 50.0
-# Near a band edge one measurement decides a band, so it gets more: a ratio within a factor
-# EDGE_MARGIN of an edge after PAIRS pairs is measured for up to EXTRA_PAIRS more before it is scored
-# (64 pairs in all, as many as before the first look was cut from 16 pairs to 8; fewer where the
-# pairs left could not change the band). A factor 1.5: with
-# 1.25, a correct pooling that the kit before issue 22 measured at 1.25x (full points) measured 2.62x
-# on its first look once, while another worker graded beside it, and kept half its points.
+# Over this on the second warm-up call, no points are left: GIVE_UP_PAIRS pairs decide (their median),
+# so that one slow call alone (a burst of load) never takes the points away.
+GIVE_UP_RATIO = NO_POINTS_FROM
+GIVE_UP_PAIRS = 3
+# Where the points depend on the ratio (a first look over FULL_POINTS_UP_TO / EDGE_MARGIN), up to
+# EXTRA_PAIRS more pairs narrow the median's scatter, until the pairs left could not move the points
+# by more than SETTLED_FRACTION of the test's points (points_settled) or the submission's timed calls
+# have taken EXTRA_PAIRS_BUDGET_S in all (a slow submission holds the machine while others wait).
 EDGE_MARGIN = 1.5
 EXTRA_PAIRS = 56
+SETTLED_FRACTION = 0.01
+EXTRA_PAIRS_BUDGET_S = 6.0
 FIRST_PAIR_VARIANT = 2  # variants 0 and 1 are the two warm-up calls' (see _compare)
 
 from bertlab_grader.performance import gate as timing_gate
@@ -127,7 +138,7 @@ class Timing:
 
     @property
     def fraction(self) -> float:
-        return band_fraction(self.ratio)
+        return points_fraction(self.ratio)
 
     def to_record(self) -> dict:
         """Plain numbers for ``timing_record`` (never the results: those are computed afresh, on the
@@ -143,17 +154,16 @@ class Timing:
                    measured_at=measured_at)
 
     def describe(self, what: str) -> str:
-        """One sentence for the student: the ratio, the times, and the band."""
+        """One sentence for the student: the ratio, the times, and the points it earns."""
         ref_ms = 1e3 * statistics.median(self.reference)
         student_ms = 1e3 * statistics.median(self.student)
-        how = ("on a warm-up call (not timed further)" if self.gave_up else
-               f"median of {len(self.reference)} pairs of calls timed side by side")
+        how = (f"median of {len(self.reference)} pairs of calls timed side by side"
+               + (", not timed further: slower than the reference by more than the curve pays for" if self.gave_up
+                  else ""))
         if self.measured_at:
             how += f", measured on {self.measured_at} when these same files were first graded"
-        bands = ", ".join(f"{'full' if f == 1 else 'half' if f == 0.5 else f'{f:g} of the'} points up to {r:g}x"
-                          for r, f in BANDS)
         return (f"{what} took {self.ratio:.1f}x the reference's time ({how}: {student_ms:.1f} ms vs "
-                f"{ref_ms:.1f} ms); {fraction_words(self.fraction)} ({bands}).")
+                f"{ref_ms:.1f} ms); {fraction_words(self.fraction)} ({CURVE_WORDS}).")
 
 # What a performance test records about itself (pytest's user_properties), read by grading/scoring.py.
 POINTS_PROPERTY = "bertlab_points_fraction"  # set by performance tests that earn part of their points
@@ -179,16 +189,39 @@ def one_torch_thread():
         torch.set_num_threads(previous)
 
 
-def band_fraction(ratio: float) -> float:
-    """The fraction of the points a time ratio earns."""
-    for limit, fraction in BANDS:
-        if ratio <= limit:
-            return fraction
-    return 0.0
+def points_fraction(ratio: float) -> float:
+    """The fraction of a speed test's points that a time ratio earns: 1 up to FULL_POINTS_UP_TO, then
+    linear in log(ratio) down to 0 at NO_POINTS_FROM (half at HALF_POINTS_AT). Continuous, so a
+    measurement's scatter moves the points by as little as it moves the ratio, never by a band."""
+    if not ratio <= NO_POINTS_FROM:  # (nan too)
+        return 0.0
+    if ratio <= FULL_POINTS_UP_TO:
+        return 1.0
+    return 1.0 - math.log(ratio / FULL_POINTS_UP_TO) / math.log(NO_POINTS_FROM / FULL_POINTS_UP_TO)
+
+
+#: How far apart two measurements of the same code may lie (as a ratio of ratios) and be the scatter
+#: of the measurement itself: about 10-15% between fresh processes, up to about 30% on a busy machine
+#: (docs/hidden-suites.md, "Where the spread comes from").
+SCATTER = 1.35
+
+
+def within_scatter(ratio_a: float, ratio_b: float) -> bool:
+    """True when two measured ratios of the same code differ by no more than a measurement scatters."""
+    low, high = sorted((float(ratio_a), float(ratio_b)))
+    return low > 0 and high <= SCATTER * low
+
+
+CURVE_WORDS = (f"full points up to {FULL_POINTS_UP_TO:g}x, then fewer as the ratio grows: half at "
+               f"{HALF_POINTS_AT:g}x, none from {NO_POINTS_FROM:g}x")
 
 
 def fraction_words(fraction: float) -> str:
-    return {1.0: "full points", 0.5: "half points", 0.0: "no points"}.get(fraction, f"{fraction:g} of the points")
+    if fraction >= 1.0:
+        return "full points"
+    if fraction <= 0.0:
+        return "no points"
+    return f"{fraction:.2f} of the points"
 
 
 class TimedInputs:
@@ -294,20 +327,28 @@ def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pai
     ref_time, ref_result = _timed(reference, 1)
     student_time, student_result = _timed(student, 1)
     timing.student_result, timing.reference_result, timing.variant = student_result, ref_result, 1
-    if student_time > give_up_ratio * max(ref_time, 1e-4):
-        timing.reference.append(ref_time)
-        timing.student.append(student_time)
-        timing.gave_up = True
-        return timing
+    timing.reference.append(ref_time)
+    timing.student.append(student_time)
     if right is not None and not _answers_right(right, student_result, ref_result, 1):
-        timing.reference.append(ref_time)
-        timing.student.append(student_time)
         timing.wrong_answer = True
         return timing
-    _time_pairs(timing, student, reference, range(pairs), until=lambda: first_look_decided(timing.ratios, pairs))
-    if near_an_edge(timing.ratio):
-        _time_pairs(timing, student, reference, range(pairs, pairs + EXTRA_PAIRS),
-                    until=lambda: band_decided(timing.ratios, pairs + EXTRA_PAIRS))
+    if student_time > give_up_ratio * max(ref_time, 1e-4):
+        # No points are left at this ratio: a few more pairs confirm it (their median decides, so a
+        # burst of load during one call never takes the points away), and no more are timed.
+        _time_pairs(timing, student, reference, range(GIVE_UP_PAIRS - 1))
+        if timing.ratio > give_up_ratio:
+            timing.gave_up = True
+            return timing
+    # The first look starts afresh, on pairs of its own (after the give-up pairs' variants, if any).
+    start = len(timing.student) - 1
+    timing.reference.clear()
+    timing.student.clear()
+    _time_pairs(timing, student, reference, range(start, start + pairs), until=lambda: first_look_decided(timing.ratios, pairs))
+    if points_depend_on(timing.ratio):
+        budget = EXTRA_PAIRS_BUDGET_S + sum(timing.student)
+        _time_pairs(timing, student, reference, range(start + pairs, start + pairs + EXTRA_PAIRS),
+                    until=lambda: (points_settled(timing.ratios, pairs + EXTRA_PAIRS)
+                                   or sum(timing.student) > budget))
     return timing
 
 
@@ -319,48 +360,45 @@ def _answers_right(right: Callable[[Any, Any, int], bool], student_result: Any, 
         return False
 
 
-def near_an_edge(ratio: float) -> bool:
-    """Within a factor EDGE_MARGIN of a band edge (either side): worth more pairs before scoring."""
-    return any(limit / EDGE_MARGIN <= ratio <= limit * EDGE_MARGIN for limit, _ in BANDS)
+def points_depend_on(ratio: float) -> bool:
+    """Whether a ratio lies where the points move with it (within a factor EDGE_MARGIN of the part of
+    the curve between FULL_POINTS_UP_TO and NO_POINTS_FROM): worth more pairs before scoring."""
+    return FULL_POINTS_UP_TO / EDGE_MARGIN <= ratio <= NO_POINTS_FROM * EDGE_MARGIN
+
+
+def _median_bounds(ratios: list[float], pairs: int) -> tuple[float, float]:
+    """The least and the greatest median of ``pairs`` pairs whose first ones are ``ratios``: the median is
+    monotone in each ratio, so the final one lies between the median with every pair to come at 0 and
+    the median with every pair to come at infinity."""
+    left = max(pairs - len(ratios), 0)
+    return statistics.median(list(ratios) + [0.0] * left), statistics.median(list(ratios) + [math.inf] * left)
 
 
 def first_look_decided(ratios: list[float], pairs: int = PAIRS) -> bool:
     """True when the first look's outcome is known before its ``pairs`` pairs are all timed: whatever
-    the pairs still to come measure, the median of all of them is far from every edge (so no extra
-    pairs) and in one band. The pairs left would decide nothing, and a timing has the machine to
-    itself (the other workers wait), so they are not timed.
-
-    The median is monotone in each ratio, so the final one lies between the median with every pair
-    to come at 0 and the median with every pair to come at infinity. Far from the edges, each band
-    is one interval of ratios ([0, 2 / EDGE_MARGIN), (2 * EDGE_MARGIN, 20 / EDGE_MARGIN), beyond
-    20 * EDGE_MARGIN): when both bounds lie in the same one, so does the final median, and so does
-    the median of the pairs timed so far, which is then the ratio reported. A submission as fast as
-    the reference, ratios near 1, is decided after 5 pairs of 8."""
-    left = pairs - len(ratios)
-    if left <= 0:
+    the pairs still to come measure, the median of all of them gets the same points and needs no
+    extra pairs (both bounds of ``_median_bounds`` earn full points, far from where the points start to
+    fall, or both earn none). The pairs left would decide nothing, and a timing has the machine to
+    itself (the other workers wait), so they are not timed; the median of the pairs timed so far, which
+    lies between the bounds, is the ratio reported. A submission as fast as the reference, ratios near
+    1, is decided after 5 pairs of 8."""
+    if len(ratios) >= pairs:
         return True
-    low = statistics.median(list(ratios) + [0.0] * left)
-    high = statistics.median(list(ratios) + [math.inf] * left)
-    return (not near_an_edge(low) and not near_an_edge(high)
-            and band_fraction(low) == band_fraction(high))
+    low, high = _median_bounds(ratios, pairs)
+    return (not points_depend_on(low) and not points_depend_on(high)
+            and points_fraction(low) == points_fraction(high))
 
 
-def band_decided(ratios: list[float], pairs: int) -> bool:
-    """True when the band of the median of ``pairs`` pairs is known from the ``ratios`` timed so far,
-    whatever the pairs still to come measure: the longer look near an edge ends there, with the
-    points all its pairs would give. A ratio clearly on one side of the edge is decided once more
-    than half of all the pairs lie on that side (33 of 64); the pairs after that decided nothing.
-
-    As in ``first_look_decided``, the final median lies between the median with every pair to come at
-    0 and the median with every pair to come at infinity; both in one band, so is the final one, and
-    so is the median of the pairs timed so far (the ratio reported). A ratio on the edge itself gets
-    every pair."""
-    left = pairs - len(ratios)
-    if left <= 0:
+def points_settled(ratios: list[float], pairs: int) -> bool:
+    """True when the points of the median of ``pairs`` pairs are known, to within SETTLED_FRACTION of
+    the test's points, from the ``ratios`` timed so far, whatever the pairs still to come measure (the
+    bounds of ``_median_bounds``): the longer look ends there. A ratio on the flat part of the curve
+    is settled once more than half of all the pairs lie there (33 of 64); one on the slope needs
+    every pair, or the time budget of the extra pairs, whichever comes first."""
+    if len(ratios) >= pairs:
         return True
-    low = statistics.median(list(ratios) + [0.0] * left)
-    high = statistics.median(list(ratios) + [math.inf] * left)
-    return band_fraction(low) == band_fraction(high)
+    low, high = _median_bounds(ratios, pairs)
+    return points_fraction(low) - points_fraction(high) <= SETTLED_FRACTION
 
 
 def _time_pairs(timing: Timing, student, reference, numbers: range,

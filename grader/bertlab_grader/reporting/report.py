@@ -41,7 +41,7 @@ from bertlab_grader.course.preconditions import require_assignment_name, require
 from bertlab_grader.course.results import load_results
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.summary import last_run_path
-from bertlab_grader.performance.timing import BANDS
+from bertlab_grader.performance.timing import FULL_POINTS_UP_TO, HALF_POINTS_AT
 
 _BIN_EPSILON = 1e-6  # a histogram's bin edges: float round-off of value / width
 
@@ -52,7 +52,8 @@ SHOWN_ROWS = 15
 SIMILAR_TOP = 10
 #: Bars in the totals histogram (at most) and in each task's.
 TOTAL_BINS, TASK_BINS = 25, 12
-#: Time ratios are binned on widening steps (a ratio spans 0.2x to 50x); the band edges are marked.
+#: Time ratios are binned on widening steps (a ratio spans 0.2x to 50x); where the points curve falls
+#: below full points (2x) and reaches half of them (20x) is marked.
 RATIO_EDGES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, math.inf)
 
 
@@ -117,8 +118,8 @@ def linear_histogram(values: list[float], top: float, max_bins: int) -> Histogra
 
 
 def ratio_histogram(ratios: list[float], edges: tuple[float, ...] = RATIO_EDGES) -> Histogram:
-    """Time ratios in the bins ``edges`` (widening), closed on the right as the kit's bands are
-    (``performance.band_fraction``: a ratio of exactly 2 still earns full points)."""
+    """Time ratios in the bins ``edges`` (widening), closed on the right as the points curve is
+    (``performance.points_fraction``: a ratio of exactly 2 still earns full points)."""
     counts = [0] * (len(edges) - 1)
     for v in ratios:
         counts[next((i for i in range(len(counts)) if v <= edges[i + 1]), len(counts) - 1)] += 1
@@ -313,7 +314,7 @@ def _mistakes_table(results: dict[str, dict], graded: list[str]) -> list[dict]:
 
 
 def _ratios(results: dict[str, dict], assessed: list[str]) -> list[dict]:
-    """Per performance test: the time ratios measured, their bands, and how many were not timed."""
+    """Per performance test: the time ratios measured, how many earned full points, half or more, and less, and how many were not timed."""
     by_test: dict[str, dict] = {}
     for student in assessed:
         for t in results[student]["tests"]:
@@ -323,7 +324,7 @@ def _ratios(results: dict[str, dict], assessed: list[str]) -> list[dict]:
             entry["ran"] += 1
             if "ratio" in t:
                 entry["ratios"].append(t["ratio"])
-    (full, _), (half, _) = BANDS[0], BANDS[1]  # the kit's bands: full points, then half points
+    full, half = FULL_POINTS_UP_TO, HALF_POINTS_AT  # the points curve: full points, then half of them
     out = []
     for name in sorted(by_test):
         entry = by_test[name]
@@ -336,7 +337,7 @@ def _ratios(results: dict[str, dict], assessed: list[str]) -> list[dict]:
             row["median"] = statistics.median(ratios)
             row["median_text"] = f"{row['median']:.2f}x"
             hist = ratio_histogram(ratios)
-            marks = ((full, f"full points up to {_num(full)}x"), (half, f"half up to {_num(half)}x"))
+            marks = ((full, f"full points up to {_num(full)}x"), (half, f"half at {_num(half)}x"))
             row["svg"] = svg_histogram(hist, plot=f"ratio-{name}", xlabel=f"{name}: time / reference time",
                                        marks=marks, suffix="x", width=460, height=170)
         out.append(row)
