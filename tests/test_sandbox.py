@@ -269,6 +269,41 @@ def test_stashed_arguments_are_sent_once_and_copied_for_each_call(sb):
             session.request(impl.cka.scale_in_place, "call", (stashed,), watch=False)
 
 
+def test_in_place_changes_to_list_elements_are_copied_back(sb):
+    """Arguments cross as copies, so an in-place change made in the server is written back into the
+    caller's objects: a tensor or array argument, and one that is a direct element of a list or tuple
+    argument (cka_matrix's reps), as in process. A float32 element converted to float64 is a copy
+    there too, so it stays as it was; other elements (a string, a nested list) cross untouched."""
+    import numpy as np
+
+    src = {"cka.py": "import torch\n"
+                     "def center_all(reps, more=()):\n"
+                     "    for r in list(reps) + list(more):\n"
+                     "        if isinstance(r, (list, str)):\n"
+                     "            continue\n"
+                     "        r = torch.as_tensor(r, dtype=torch.float64)\n"
+                     "        r -= r.mean(0)\n"
+                     "    return len(reps)\n"
+                     "def scale(x):\n    x *= 2\n"}
+    tensor64 = torch.arange(6, dtype=torch.float64).reshape(3, 2)
+    array64 = np.arange(6, dtype=np.float64).reshape(3, 2) * 3
+    tensor32 = torch.arange(6, dtype=torch.float32).reshape(3, 2)
+    in_tuple = torch.ones(2, 2, dtype=torch.float64) * torch.tensor([[1.0], [5.0]], dtype=torch.float64)
+    reps = [tensor64, array64, tensor32, "not an array", [torch.ones(2, 2, dtype=torch.float64)]]
+    expected = [tensor64 - tensor64.mean(0), array64 - array64.mean(0), tensor32.clone()]
+    with sb.session(src) as impl:
+        assert impl.cka.center_all(reps, more=(in_tuple,)) == 5
+        top = torch.ones(2, dtype=torch.float64)
+        impl.cka.scale(top)
+    assert reps[0] is tensor64 and reps[1] is array64  # written into the caller's objects
+    assert torch.equal(tensor64, expected[0])
+    assert isinstance(array64, np.ndarray) and np.array_equal(array64, expected[1])
+    assert torch.equal(tensor32, expected[2])
+    assert torch.equal(in_tuple, torch.tensor([[-2.0, -2.0], [2.0, 2.0]], dtype=torch.float64))
+    assert reps[3] == "not an array" and torch.equal(reps[4][0], torch.ones(2, 2, dtype=torch.float64))
+    assert torch.equal(top, torch.full((2,), 2.0, dtype=torch.float64))  # a top-level argument, as before
+
+
 def test_timeout_then_the_next_call_runs_in_a_fresh_child(sb):
     src = {"cka.py": "import time\nSTATE = []\n"
                      "def slow():\n    time.sleep(60)\n"

@@ -17,6 +17,7 @@ from bertlab.assertions import CKA_ILL_CONDITIONED_ATOL, CKA_ROUND_OFF  # the to
 from bertlab.assertions import call_on_valid_input
 from bertlab.assertions import (check_close, check_scalar, check_shape, check_tensor, expect_value_error, fail,
                             generator, name_mistake, python_float, tensor_result)
+from bertlab.mistakes import hint as mistake_hint
 
 from bertlab_grader.hidden import reference_data as data
 
@@ -296,16 +297,21 @@ def test_cka_matrix_matches_reference(impl, reference):
     reps, what = _mixed_reps(20), "cka_matrix of 4 representations of widths 3, 7, 12, 30"
     check_matrix(impl, reference, reps, what)
     check_entry_is_linear_cka(impl, reference, reps, 1, 3, what)
-    # The docstring: the inputs are never modified. In float64 (torch.as_tensor then shares the
-    # caller's memory, so centering in place would change it), and the matrix must still be right.
+    # The docstring: the inputs are never modified. In float64, tensors and a NumPy array (the docstring
+    # takes both: torch.as_tensor, even with dtype=torch.float64, then shares the caller's memory, so
+    # centering in place would change it), and the matrix must still be right. Expected values come
+    # from this test's own untouched copies.
     reps64 = [r.double() for r in reps]
-    before = [r.clone() for r in reps64]
+    reps64[2] = reps64[2].numpy()
+    before = [r.copy() if isinstance(r, np.ndarray) else r.clone() for r in reps64]
     _check_matrix_values(tensor_result(impl.cka.cka_matrix(reps64), what), reference.cka.cka_matrix(before),
-                         f"{what} (float64)")
-    changed = [i for i, (r, b) in enumerate(zip(reps64, before)) if not torch.equal(r, b)]
+                         f"{what} (float64 tensors and a float64 NumPy array reps[2])")
+    changed = [f"reps[{i}]" + (" (a NumPy array)" if isinstance(b, np.ndarray) else "")
+               for i, (r, b) in enumerate(zip(reps64, before))
+               if not (np.array_equal(r, b) if isinstance(b, np.ndarray) else torch.equal(r, b))]
     if changed:
-        fail(f"cka_matrix changed its inputs reps{changed} in place (centering with `-=` changes the caller's "
-             "float64 tensors): center copies (X - X.mean(0)).")
+        fail(f"cka_matrix changed its float64 input{'s' if len(changed) > 1 else ''} {', '.join(changed)} in place: "
+             f"{mistake_hint('cka_matrix_centers_in_place')}")
 
 
 @pytest.mark.points(1)

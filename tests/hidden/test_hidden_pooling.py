@@ -189,16 +189,24 @@ def test_pool_rejects_mismatched_shapes(impl, reference):
 
 @pytest.mark.points(1)
 def test_pool_leaves_inputs_unchanged(impl, reference):
-    for dtype in (torch.float32, torch.bool):
-        hidden, mask = make_batch(160, 3, 6, 4, lengths=[6, 2, 0])
-        mask = mask.to(dtype)
+    # float64 hidden states and a float64 mask too: a conversion such as `.to(torch.float64)` or
+    # `.double()` returns the tensor itself when it already has that dtype, so an in-place change made
+    # after it reaches the caller's tensor (a float32 input gets a copy and hides the mistake).
+    for hidden_dtype, mask_dtype in ((torch.float32, torch.float32), (torch.float32, torch.bool),
+                                     (torch.float64, torch.float64), (torch.float64, torch.int64)):
+        hidden, mask = make_batch(160, 3, 6, 4, lengths=[6, 2, 0], dtype=hidden_dtype)
+        mask = mask.to(mask_dtype)
         hidden_before, mask_before = hidden.clone(), mask.clone()
+        states = "" if hidden_dtype == torch.float32 else f"{hidden_dtype} hidden states, "
+        what = f"masked_mean_pool ({states}{mask_dtype} mask)"
         result = impl.pooling.masked_mean_pool(hidden, mask)
-        if not torch.equal(hidden, hidden_before) or not torch.equal(mask, mask_before):
-            fail("masked_mean_pool modified its inputs in place (e.g. `hidden_states *= mask` or "
-                 "`masked_fill_`): the caller's hidden states changed. Build new tensors instead.")
+        changed = [name for name, now, before in (("hidden states", hidden, hidden_before),
+                                                  ("mask", mask, mask_before)) if not torch.equal(now, before)]
+        if changed:
+            fail(f"{what} modified its input {' and its input '.join(changed)} in place (e.g. `hidden_states *= "
+                 "mask` or `masked_fill_`, also after a `.to(...)` or `.double()` that returned the input itself): "
+                 "the caller's tensors changed. Build new tensors instead.")
         # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
-        what = f"masked_mean_pool ({dtype} mask)"
         actual = check_tensor(result, (3, 4), what, shape_hint="One D-vector per sentence.")
         expected = exact_mean(reference, hidden_before, mask_before)
         atol, name_tol = round_off(reference, hidden_before, mask_before)

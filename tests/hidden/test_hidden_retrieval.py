@@ -19,6 +19,7 @@ touch it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import zlib
 
@@ -160,6 +161,15 @@ def test_search_matches_brute_force_across_block_sizes(impl, reference):
                      f"semantic_search(Q={len(queries)}, N={len(corpus)}, D=16, top_k=10) with MAX_BLOCK_SCORES = "
                      f"{BLOCK_PATH_MAX_BLOCK_SCORES} in your module, so a search that keeps its promise walks the "
                      f"corpus in blocks of {BLOCK_PATH_MAX_BLOCK_SCORES // len(queries)} rows or so")
+    # A search that walks blocks of a fixed size of its own (65,536 rows, sentence-transformers'
+    # 500,000, ...) whatever MAX_BLOCK_SCORES says: a corpus past every common block size, with each
+    # query's true hits planted on both sides of the first boundary of each blocking.
+    hit_queries, corpus = boundary_case()
+    with longer_call_limit(impl, BOUNDARY_CALL_LIMIT_S):
+        check_search(impl, reference, hit_queries[:-1], corpus, BOUNDARY_TOP_K,
+                     f"semantic_search(Q={len(hit_queries) - 1}, N={len(corpus):,}, D={BOUNDARY_D}, "
+                     f"top_k={BOUNDARY_TOP_K}), true hits on both sides of row {', '.join(map(str, BOUNDARY_ROWS[:4]))}, "
+                     "... (the first boundary of every common block size)")
 
 
 #: The submission's MAX_BLOCK_SCORES for the block-path case: blocks of 128 rows for its 32 queries.
@@ -193,6 +203,69 @@ def block_path_case(Q: int = 32, N: int = 10_007, D: int = 16) -> tuple[torch.Te
     return queries, corpus
 
 
+#: Every common fixed block size (rows): powers of two from 2**12 to 2**20, and 100,000, 500,000 and
+#: 1,000,000. The boundary corpus crosses the first boundary of each.
+COMMON_BLOCK_ROWS = tuple(2**p for p in range(12, 21)) + (100_000, 500_000, 1_000_000)
+BOUNDARY_ROWS = tuple(sorted(COMMON_BLOCK_ROWS))
+BOUNDARY_N, BOUNDARY_D, BOUNDARY_TOP_K = 1_050_000, 8, 6
+#: The time limit of a search over the boundary corpus (the usual limit of a call is 20 s): a Python
+#: loop over every corpus row and query (the outside bank's correct_gram) takes about 7 s for 4 queries.
+BOUNDARY_CALL_LIMIT_S = 60.0
+
+
+@functools.lru_cache(maxsize=1)
+def _boundary_case() -> tuple[torch.Tensor, torch.Tensor]:
+    g = generator(280)
+    D = BOUNDARY_D
+    corpus = torch.zeros(BOUNDARY_N, D)
+    corpus[:, : D - 1] = torch.randn(BOUNDARY_N, D - 1, generator=g)  # the last dimension stays 0
+    hit_queries = 4
+    queries = torch.zeros(hit_queries + 1, D)
+    queries[:hit_queries, : D - 1] = torch.randn(hit_queries, D - 1, generator=g)
+    queries[hit_queries, D - 1] = 1.0  # orthogonal to every corpus row: all its cosines are exactly 0
+    for j, boundary in enumerate(BOUNDARY_ROWS):
+        q, slot = j % hit_queries, j // hit_queries
+        unit = F.normalize(queries[q, : D - 1], dim=0)
+        across = torch.randn(D - 1, generator=g)
+        across = F.normalize(across - (across @ unit) * unit, dim=0)
+        # The last row of the first block and the first of the second, cosines 1e-4 apart (far more
+        # than round-off), and no two hits of a query alike.
+        for side, position in enumerate((boundary - 1, boundary)):
+            angle = torch.tensor(1 - 1e-4 * (1 + 2 * slot + side), dtype=torch.float64).acos()
+            corpus[position, : D - 1] = ((1 + slot) * (angle.cos() * unit + angle.sin() * across)).float()
+    return queries, corpus
+
+
+def boundary_case() -> tuple[torch.Tensor, torch.Tensor]:
+    """(queries [5, 8], corpus [1,050,000, 8]), seeded. Queries 0 to 3: each has 6 true hits, near copies
+    of it (cosines 1 - 1e-4 to 1 - 6e-4), on both sides of the first boundary of three of the common
+    block sizes (rows b - 1 and b for b in BOUNDARY_ROWS): a search that forgets to add a block's start
+    to its indices, whatever its fixed block size, returns a wrong row. Query 4 is orthogonal to every
+    corpus row (the corpus's last dimension is 0): all its cosines are exactly 0 in any implementation,
+    so its answer is rows 0 to k - 1, and a search that lets a later block win a tie is caught."""
+    queries, corpus = _boundary_case()
+    return queries.clone(), corpus.clone()
+
+
+@contextlib.contextmanager
+def longer_call_limit(impl, seconds: float):
+    """Through the sandbox, each call in the block may take ``seconds`` (a large input by design); in
+    process there is no limit to change."""
+    limit = getattr(impl, "call_limit", None)
+    with (limit(seconds) if callable(limit) else contextlib.nullcontext()):
+        yield
+
+
+def all_ties_case(N: int = 10_007, D: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """(query [1, D], corpus [N, D]): Gaussian rows whose last entry is 0, and a query orthogonal to them
+    all, so every cosine is exactly 0 and the answer is rows 0 to k - 1 in order."""
+    corpus = gaussian(290, N, D)
+    corpus[:, -1] = 0.0
+    query = torch.zeros(1, D)
+    query[0, -1] = 2.0
+    return query, corpus
+
+
 @pytest.mark.points(3)
 def test_search_ties_by_ascending_index(impl, reference):
     corpus = signed_patterns(210, 2500)
@@ -202,6 +275,20 @@ def test_search_ties_by_ascending_index(impl, reference):
         corpus[position] = queries[0]
     check_search(impl, reference, queries, corpus, 40,
                  "semantic_search with many tied scores (N=2500, top_k=40)", atol=1e-6, exact_ties=True)
+    # Ties across block boundaries: a query whose cosine with every corpus row is exactly 0, so the answer
+    # is rows 0 to k - 1. A search that merges a new block before its running top-k (so that the later
+    # block wins a tie) is caught whatever it blocks by: MAX_BLOCK_SCORES // Q rows (made small here, so
+    # that blocks of a few thousand rows cross this corpus), or a fixed size up to a million rows.
+    query, corpus = all_ties_case()
+    with substituted(impl, impl.retrieval, "MAX_BLOCK_SCORES", BLOCK_PATH_MAX_BLOCK_SCORES):
+        check_search(impl, reference, query, corpus, 10,
+                     f"semantic_search(Q=1, N={len(corpus):,}, top_k=10) with every cosine exactly 0 and "
+                     f"MAX_BLOCK_SCORES = {BLOCK_PATH_MAX_BLOCK_SCORES} in your module", atol=1e-6, exact_ties=True)
+    queries, corpus = boundary_case()
+    with longer_call_limit(impl, BOUNDARY_CALL_LIMIT_S):
+        check_search(impl, reference, queries[-1:], corpus, BOUNDARY_TOP_K,
+                     f"semantic_search(Q=1, N={len(corpus):,}, top_k={BOUNDARY_TOP_K}) with every cosine exactly 0",
+                     atol=1e-6, exact_ties=True)
 
 
 @pytest.mark.points(2)

@@ -59,6 +59,17 @@ MUTANTS = (
            "centers the caller's float64 input in place (X -= X.mean(0))",
            (("    M = M.detach().to(torch.float64)\n    return M - M.mean(dim=0, keepdim=True)",
              "    M = M.detach().to(torch.float64)\n    M -= M.mean(dim=0, keepdim=True)\n    return M"),)),
+    Mutant("cka_matrix_centers_in_place", "cka", "cka.py",
+           "cka_matrix converts each representation with torch.as_tensor(r, dtype=torch.float64) and centers "
+           "it in place: a float64 tensor or array passed in is changed (float32 ones are copied)",
+           (("    constant = [_is_constant(c, r) for c, r in zip(centered, reps)]\n", ""),
+            ("    centered = [_centered_float64(r, f\"reps[{i}]\") for i, r in enumerate(reps)]\n",
+             "    for i, r in enumerate(reps):\n"
+             "        _centered_float64(r, f\"reps[{i}]\")  # for its checks only (2-D, n >= 2)\n"
+             "    centered = [torch.as_tensor(r, dtype=torch.float64) for r in reps]\n"
+             "    constant = [_is_constant(c - c.mean(dim=0, keepdim=True), c) for c in centered]\n"
+             "    for c in centered:\n"
+             "        c -= c.mean(dim=0, keepdim=True)\n"))),
     Mutant("cka_matrix_empty", "cka", "cka.py",
            "cka_matrix([]) fails with IndexError instead of ValueError",
            (("    if len(reps) == 0:\n        raise ValueError(", "    if False:\n        raise ValueError("),)),

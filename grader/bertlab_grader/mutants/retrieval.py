@@ -68,6 +68,13 @@ MUTANTS = (
              "    corpus_block = max(k, MAX_BLOCK_SCORES // max(n_queries, 1))"),
             ("            indices = torch.cat([best_indices[kept], block_indices + c0], dim=1)",
              "            indices = torch.cat([best_indices[kept], block_indices], dim=1)"))),
+    Mutant("ret_merge_block_first", "retrieval", "retrieval.py",
+           "the running top-k is merged as cat([block, running]): a tie across a block boundary goes to the "
+           "later block's larger index",
+           (("            merged = torch.cat([best_scores[kept], block_scores], dim=1)\n"
+             "            indices = torch.cat([best_indices[kept], block_indices + c0], dim=1)",
+             "            merged = torch.cat([block_scores, best_scores[kept]], dim=1)\n"
+             "            indices = torch.cat([block_indices + c0, best_indices[kept]], dim=1)"),)),
     Mutant("ret_no_blocking", "retrieval", "retrieval.py",
            "scores every query against the whole corpus at once: a [Q, N] matrix, whatever N is",
            (("    corpus_block = _balanced(n_corpus, max(k, MAX_BLOCK_SCORES // max(n_queries, 1), 4096))\n"
@@ -89,6 +96,12 @@ MUTANTS = (
              "        return (lambda rows: rows[0] if flat else rows)([\n            [Hit("),
             ("            for row_scores, row_indices in zip(scores.tolist(), indices.tolist())\n        ]",
              "            for row_scores, row_indices in zip(scores.tolist(), indices.tolist())\n        ])"))),
+    Mutant("ret_hit_numpy_ids", "retrieval", "retrieval.py",
+           "SemanticIndex.search builds its hits from ids.numpy(): corpus_id is a numpy.int64, not a Python int",
+           (("            [Hit(int(i), float(s), self._texts[int(i)]) for s, i in zip(row_scores, row_indices)]\n"
+             "            for row_scores, row_indices in zip(scores.tolist(), indices.tolist())",
+             "            [Hit(i, float(s), self._texts[i]) for s, i in zip(row_scores, row_indices)]\n"
+             "            for row_scores, row_indices in zip(scores.tolist(), indices.numpy())"),)),
     Mutant("ret_normalise_in_place", "retrieval", "retrieval.py",
            "normalises the caller's query tensor in place",
            (("    queries = F.normalize(queries.to(dtype), dim=1)",

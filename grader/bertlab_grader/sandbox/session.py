@@ -490,22 +490,32 @@ class Session:
 
     def _copy_back(self, msg: dict, blob: dict, inputs) -> None:
         """Arguments cross as copies; where the student's code changed a tensor or array argument in
-        place, the server sends its new value and we write it into the caller's object, so the call
-        behaves as it would in process (and a test can see that its inputs were modified)."""
+        place, or one that is a direct element of a list or tuple argument (cka_matrix's reps), the
+        server sends its new value and we write it into the caller's object, so the call behaves as it
+        would in process (and a test can see that its inputs were modified). Keys: "a:<i>" or
+        "k:<name>", with ".<j>" for element j (child.py, _snapshot_arrays)."""
         mutated = msg.get("mutated")
         if not msg.get("ok") or not isinstance(mutated, dict):
             return
 
+        def digits(text: str) -> bool:
+            return text.isascii() and text.isdigit()
+
         args, kwargs = inputs
         decoder = rpc.Decoder(blob, self._decode_extra)
         for key, encoded in mutated.items():
-            kind, _, name = str(key).partition(":")
-            if kind == "a" and name.isdigit() and int(name) < len(args):
+            kind, _, rest = str(key).partition(":")
+            name, dot, element = rest.partition(".")
+            if kind == "a" and digits(name) and int(name) < len(args):
                 original = args[int(name)]
             elif kind == "k" and name in kwargs:
                 original = kwargs[name]
             else:
                 continue
+            if dot:  # an element of a list or tuple argument, one level deep
+                if not isinstance(original, (list, tuple)) or not digits(element) or int(element) >= len(original):
+                    continue
+                original = original[int(element)]
             try:
                 new = decoder.decode(encoded)
                 if isinstance(original, torch.Tensor) and isinstance(new, torch.Tensor):

@@ -44,6 +44,11 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake("cka_in_place_centering", "cka", "inputs centered in place",
             "Your CKA changes its inputs: `X -= X.mean(0)` on a float64 tensor (or an array seen through "
             "torch.as_tensor) writes into the caller's data. Center a copy."),
+    Mistake("cka_matrix_centers_in_place", "cka", "cka_matrix centers its inputs in place",
+            "Your cka_matrix changes its inputs: torch.as_tensor(r, dtype=torch.float64) or r.to(torch.float64) "
+            "returns the caller's own tensor when it is float64 already (and shares a float64 NumPy array's "
+            "memory), so `r -= r.mean(0)` centers the caller's data. Center a copy: r - r.mean(dim=0, keepdim=True).",
+            fingerprinted=False),
     Mistake("cka_matrix_empty", "cka", "an empty list not rejected",
             "Your cka_matrix crashes on an empty list: raise a ValueError that says there is nothing to "
             "compare."),

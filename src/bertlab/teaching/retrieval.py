@@ -38,6 +38,12 @@ MISTAKES: tuple[Mistake, ...] = (
             "Your search blocks the corpus by MAX_BLOCK_SCORES // Q rows, as the docstring asks, but reports "
             "an index found inside a block as its position in that block: add the block's start (every block "
             "after the first starts past row 0)."),
+    Mistake("ret_merge_block_first", "retrieval", "a later block's tie put first",
+            "Your search merges each block's best hits IN FRONT of the running top-k (torch.cat([block, "
+            "running])): a stable sort then keeps the later block's hit first, so a tie across a block "
+            "boundary goes to the larger corpus index. Ties go to the smaller index: put the running top-k "
+            "(earlier rows) first, torch.cat([running, block]), then sort stably.",
+            fingerprinted=False),
     Mistake("ret_no_blocking", "retrieval", "the whole [Q, N] score matrix at once",
             "Your search scores every query against the whole corpus at once: its memory grows with N, a "
             "[Q, N] matrix of scores. The docstring promises at most about MAX_BLOCK_SCORES scores at once, "
@@ -53,6 +59,12 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake("ret_single_query_flat", "retrieval", "a flat list for one query string",
             "Your SemanticIndex.search returns a flat list for a single query string: always return one "
             "list of hits per query, [[hit, ...]]."),
+    Mistake("ret_hit_numpy_ids", "retrieval", "NumPy scalars in the hits",
+            "A Hit's corpus_id must be a Python int and its score a Python float (Hit's docstring), not a "
+            "NumPy or torch scalar (an index taken from .numpy() is numpy.int64): build each hit as "
+            "Hit(int(i), float(s), text), or iterate over .tolist(). json.dumps fails on a numpy.int64, so a "
+            "caller that saves or sends the hits breaks.",
+            fingerprinted=False),
     Mistake("ret_normalise_in_place", "retrieval", "inputs normalised in place",
             "Your search changes its inputs: an in-place division (/=) normalises the caller's embeddings. "
             "Use F.normalize, which returns a new tensor."),
@@ -95,5 +107,37 @@ def search_memory(search, queries, corpus, top_k: int) -> dict:
     return {"measured": True, "why": "", "extra_bytes": int(extra), "result": result}
 
 
+def hit_types(index, queries, top_k: int) -> dict:
+    """The types of the corpus_id and score of every hit of ``index.search(queries, top_k=top_k)``.
+
+    Hit's docstring: corpus_id is a Python int and score a Python float (json.dumps of a hit fails on a
+    NumPy or torch scalar). Through the sandbox the wire turns a NumPy scalar into a Python number on
+    its way out, so the grader reads the types here, where the index lives (the probe "hit_types").
+
+    Returns (plain data only):
+        {"rows": one list per query of [corpus_id's type name, score's type name, corpus_id is exactly
+         an int, score is exactly a float] per hit (names as "int", "numpy.int64", "torch.Tensor"),
+         "why": "" or what kept the hits from being read (not a list of lists of 3-field hits)}
+    """
+    def name(value) -> str:
+        cls = type(value)
+        return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+    result = index.search(queries, top_k=top_k)
+    if not isinstance(result, list) or not all(isinstance(row, list) for row in result):
+        return {"rows": [], "why": f"search returned a {name(result)}, not a list of lists of hits"}
+    rows = []
+    for row in result:
+        types = []
+        for hit in row:
+            try:
+                corpus_id, score = hit[0], hit[1]
+            except Exception:  # noqa: BLE001 - not a hit: the test that reads the values says so
+                return {"rows": [], "why": f"a hit is a {name(hit)}, not a Hit (corpus_id, score, text)"}
+            types.append([name(corpus_id), name(score), type(corpus_id) is int, type(score) is float])
+        rows.append(types)
+    return {"rows": rows, "why": ""}
+
+
 #: The probes this task's tests run where the code under test runs (bertlab.probes gathers them by name).
-PROBES = {"search_memory": search_memory}
+PROBES = {"search_memory": search_memory, "hit_types": hit_types}

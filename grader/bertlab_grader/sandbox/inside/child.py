@@ -418,17 +418,38 @@ def _fresh_named_model(name: str):
     return named_model(name)
 
 
+#: How many elements of one list or tuple argument are watched for in-place changes (cka_matrix's
+#: reps: one per layer): the first this many, one level deep.
+WATCHED_ELEMENTS = 64
+
+
 def _snapshot_arrays(args, kwargs) -> list:
-    """(key, argument, copy) for every top-level tensor or ndarray argument: "a:<i>" or "k:<name>"."""
+    """(key, argument, copy) for every top-level tensor or ndarray argument, "a:<i>" or "k:<name>", and
+    for every tensor or ndarray that is a direct element of a top-level list or tuple argument (its
+    first WATCHED_ELEMENTS elements; nothing deeper): "a:<i>.<j>" or "k:<name>.<j>"."""
     import numpy as np
+
+    def copy_of(obj):
+        if isinstance(obj, torch.Tensor):
+            return obj.detach().clone()
+        if isinstance(obj, np.ndarray):
+            return obj.copy()
+        return None
 
     items = [(f"a:{i}", a) for i, a in enumerate(args)] + [(f"k:{k}", v) for k, v in kwargs.items()]
     out = []
     for key, obj in items:
-        if isinstance(obj, torch.Tensor):
-            out.append((key, obj, obj.detach().clone()))
-        elif isinstance(obj, np.ndarray):
-            out.append((key, obj, obj.copy()))
+        if isinstance(obj, (list, tuple)):
+            try:  # (a list of the submission's own, passed back as a handle, may refuse to be sliced)
+                elements = [(f"{key}.{j}", element) for j, element in enumerate(obj[:WATCHED_ELEMENTS])]
+            except Exception:  # noqa: BLE001 - then its elements are not watched
+                elements = []
+        else:
+            elements = [(key, obj)]
+        for element_key, element in elements:
+            before = copy_of(element)
+            if before is not None:
+                out.append((element_key, element, before))
     return out
 
 
