@@ -5,9 +5,10 @@ task alone RUNS times, each run in a fresh sandboxed process.
     python benchmarks/performance_bands.py [RUNS] [NAME-SUBSTRING]
 
 Prints one line per run: the points and the measured time ratio to the reference for each function.
-The bands (grader/bertlab_grader/performance/timing.py) should come out the same every run, except for code whose
-true ratio lies within about 15% of a band edge (2x, 20x): a cohort run then keeps its first measurement
-(grader/bertlab_grader/performance/record.py); this script keeps none.
+The points follow the ratio on a continuous curve (grader/bertlab_grader/performance/timing.py,
+points_fraction), so they should come out within 0.1 of each other every run, whatever the ratio; a
+cohort run moreover keeps its first measurement (grader/bertlab_grader/performance/record.py); this
+script keeps none.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ cohort once in the sandbox, and every entry is then held to its kind (tests/outs
     wrong    loses points in its own task, full marks in every other task outside performance
     hostile  0 points in the task it attacks, full marks in every other task outside performance
 
-The performance task is left out: it measures speed, and a slow but correct style may lose it.
+The performance task is left out: it measures speed, and a slow but correct style may lose it. An
+entry may name hidden tests it breaks (bank.toml's ``breaks``): those must lose all their points, and
+the rest of its task is held as above.
 
 The bank's files are never imported here (only read as text); the grader runs them in its sandbox.
 ``python tests/test_outside_bank.py [COURSE]`` (or tools/acceptance/outside_bank.sh) grades the bank
@@ -96,6 +98,19 @@ def lost_tests(result: dict, task: str) -> list[str]:
     return out
 
 
+def expected_breaks(name: str) -> set[str]:
+    """The hidden tests entry ``name`` must lose in full (bank.toml's ``breaks``, by file: its own, and
+    its base's for the files it takes from the base)."""
+    spec = ENTRIES[name]
+    own = {p.name for p in (BANK / name).glob("*.py")}
+    found = set()
+    if spec["kind"] != "correct":
+        base = ENTRIES[spec["base"]].get("breaks", {})
+        found |= {test for file, tests in base.items() if file not in own for test in tests}
+    found |= {test for tests in spec.get("breaks", {}).values() for test in tests}
+    return found
+
+
 def problems(name: str, result: dict | None) -> list[str]:
     """Why entry ``name`` is not graded as its kind says (empty when it is)."""
     spec = ENTRIES[name]
@@ -103,6 +118,12 @@ def problems(name: str, result: dict | None) -> list[str]:
     if result is None:
         return [f"{name} ({kind}): no results.json: the grader did not grade it"]
     found = []
+    breaks = expected_breaks(name)
+    for test in result["tests"]:
+        if test["name"] in breaks and test["points"] != 0:
+            found.append(f"{name} ({kind}): {test['name']} got {test['points']:g}/{test['max_points']:g}, expected 0 "
+                         "(bank.toml: this entry breaks it)")
+    result = dict(result, tests=[t for t in result["tests"] if t["name"] not in breaks])
     scores = points_by_task(result)
     for task in TASKS:
         if task not in scores:

@@ -3,9 +3,9 @@ measurement, so identical submissions get identical points.
 
 A timing is a measurement, and even the paired protocol of ``bertlab_grader.performance.timing`` scatters by
 10-15% from one grading to the next (docs/hidden-suites.md, "Identical submissions, identical
-grades"). Code whose true ratio sits on a band edge (correct code measured at 1.8x to 2.3x, against an
-edge at 2x) would land in either band by chance, and two students who handed in the same files could
-get different points. So a cohort run (``bertlab grade``) keeps, per course and assignment, what it
+grades"). The points follow the ratio on a continuous curve (``timing.points_fraction``), so that
+scatter moves them by hundredths only; still, two students who handed in the same files should get
+exactly the same points. So a cohort run (``bertlab grade``) keeps, per course and assignment, what it
 measured for each distinct submission:
 
     COURSE/.bertlab/timings-<assignment>.json
