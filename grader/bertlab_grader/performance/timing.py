@@ -10,18 +10,21 @@ in their ratio; the median then ignores the pairs one side spent under a burst o
 
 Points are a continuous function of that ratio r (``points_fraction``), never a band with an edge:
 
-    r <= 2   full points;   then falling with log r: half the points at 20x, none from 200x on
+    r <= 2   full points;   then falling with log r: 0.77 at 10x, half at 63x, none from 2000x on
 
-(1 - log(r / 2) / log(100), the line through the old bands' corners). A measurement scatters (the same
-code: about 10-15% between fresh processes, more beside a competing load), and with bands, code whose
-true ratio sat on an edge got full or half points from one grading to the next. On this curve a 10%
-change of the ratio moves the points by 0.02 of the test's points at most (0.09 points of a 4-point
-test), whatever the ratio: identical files get nearly identical points on a quiet machine and a busy
-one. A ratio where the points depend on it (over ``FULL_POINTS_UP_TO / EDGE_MARGIN``) is measured with
+(1 - log(r / 2) / log(1000)). A measurement scatters (the same code: about 10% between fresh
+processes, up to 20% beside a competing load), and with bands (full up to 2x, half up to 20x, as the
+kit had before issue 41), code whose true ratio sat on an edge got full or half points from one
+grading to the next. On this curve a 20% change of the ratio moves the points by 0.026 of the test's
+points at most (0.1 points of a 4-point test), whatever the ratio: identical files get the same
+points to within 0.1 on a quiet machine and a busy one. The curve is gentler than the line through
+the old bands' corners (half at 20x, none from 200x), whose slope let a 20% scatter move a 4-point
+test by 0.16 (measured: a full-matrix search at 5.1x and 5.9x in two gradings); it is never below
+the old bands, so no correct submission earns less than it did. A ratio where the points depend on it (over ``FULL_POINTS_UP_TO / EDGE_MARGIN``) is measured with
 up to ``EXTRA_PAIRS`` more pairs, which narrow the scatter further, until the pairs left could not
 move the points by more than ``SETTLED_FRACTION`` (``points_settled``) or the submission's timed calls
-have taken ``EXTRA_PAIRS_BUDGET_S``. The half-points corner sits at 20x because a correct loop over
-queries or rows lands near 10x (measured: var_ret_loop 9.8x to 10.8x, var_pool_loop 4.6x to 8.6x).
+have taken ``EXTRA_PAIRS_BUDGET_S``. A correct loop over queries or rows lands near 10x (measured:
+var_ret_loop 9.8x to 10.8x, var_pool_loop 4.6x to 8.6x): 0.77 of the points.
 
 Both processes allocate on a steady footing (``steady_allocator``): glibc's malloc otherwise decides,
 from each process's own history, whether a buffer of megabytes comes from fresh pages (a page fault
@@ -61,9 +64,9 @@ its clock. So the trusted side times the whole call, and the reference is timed 
 path:
 
 1. ``student_call`` / ``reference_call``: both sides call on a fresh copy of the inputs (so neither can
-   change them for the other, or remember the object it saw); the reference's result crosses the
-   real wire format through a local socket (``wire_roundtrip``), as the submission's does; only the
-   process switch to the sandbox (a fraction of a millisecond) is not reproduced;
+   change them for the other, or remember the object it saw); through the sandbox both take the same
+   path: the reference runs in a sandboxed process of its own (``reference_twin``), its inputs stashed
+   there and its result sent back through the wire, as the submission's;
 2. a timed call does milliseconds of work against a fraction of a millisecond for that switch, and
    the points curve is flat up to 2x.
 
@@ -74,9 +77,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import socket
 import statistics
-import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -85,8 +86,8 @@ from typing import Any, Callable, Optional
 # The points curve (points_fraction): full points up to FULL_POINTS_UP_TO, then falling linearly in
 # log(ratio) through half the points at HALF_POINTS_AT to none from NO_POINTS_FROM on.
 FULL_POINTS_UP_TO = 2.0
-HALF_POINTS_AT = 20.0
-NO_POINTS_FROM = 200.0
+NO_POINTS_FROM = 2000.0
+HALF_POINTS_AT = math.sqrt(FULL_POINTS_UP_TO * NO_POINTS_FROM)  # about 63x
 # The first look: 8 pairs, or fewer where the pairs left could not change the points
 # (first_look_decided: after 5 pairs for a ratio near 1).
 PAIRS = 8
@@ -94,6 +95,9 @@ PAIRS = 8
 # so that one slow call alone (a burst of load) never takes the points away.
 GIVE_UP_RATIO = NO_POINTS_FROM
 GIVE_UP_PAIRS = 3
+# A first look ends early, after 3 pairs or more, once the submission's timed calls have taken this
+# long (a very slow submission holds the machine while the other workers wait).
+FIRST_LOOK_BUDGET_S = 4.0
 # Where the points depend on the ratio (a first look over FULL_POINTS_UP_TO / EDGE_MARGIN), up to
 # EXTRA_PAIRS more pairs narrow the median's scatter, until the pairs left could not move the points
 # by more than SETTLED_FRACTION of the test's points (points_settled) or the submission's timed calls
@@ -213,7 +217,7 @@ def within_scatter(ratio_a: float, ratio_b: float) -> bool:
 
 
 CURVE_WORDS = (f"full points up to {FULL_POINTS_UP_TO:g}x, then fewer as the ratio grows: half at "
-               f"{HALF_POINTS_AT:g}x, none from {NO_POINTS_FROM:g}x")
+               f"{HALF_POINTS_AT:.0f}x, none from {NO_POINTS_FROM:g}x")
 
 
 def fraction_words(fraction: float) -> str:
@@ -343,7 +347,9 @@ def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pai
     start = len(timing.student) - 1
     timing.reference.clear()
     timing.student.clear()
-    _time_pairs(timing, student, reference, range(start, start + pairs), until=lambda: first_look_decided(timing.ratios, pairs))
+    _time_pairs(timing, student, reference, range(start, start + pairs),
+                until=lambda: (first_look_decided(timing.ratios, pairs)
+                               or (len(timing.student) >= 3 and sum(timing.student) > FIRST_LOOK_BUDGET_S)))
     if points_depend_on(timing.ratio):
         budget = EXTRA_PAIRS_BUDGET_S + sum(timing.student)
         _time_pairs(timing, student, reference, range(start + pairs, start + pairs + EXTRA_PAIRS),
@@ -435,43 +441,18 @@ def is_in_process(impl) -> bool:
     return not isinstance(impl, RemoteImplementation)
 
 
-def wire_roundtrip(value: Any) -> Any:
-    """``value`` sent through a local socket in the sandbox's wire format (grader/bertlab_grader/sandbox/inside/rpc.py): encoded,
-    framed, copied through the kernel and decoded, as one direction of a sandboxed call is."""
-    try:
-        from bertlab_grader.sandbox.inside import rpc
-    except ImportError:  # pragma: no cover - the kit always ships rpc.py with the grader
-        return value
-    encoder = rpc.Encoder()
-    data = encoder.encode(value)
-    mine, theirs = socket.socketpair()
-    try:
-        sender, receiver = rpc.Channel(mine), rpc.Channel(theirs)
-        # A big frame does not fit in the socket buffer: send from a thread while this one reads.
-        thread = threading.Thread(target=sender.send, args=({"v": data}, encoder.tensors), daemon=True)
-        thread.start()
-        header, tensors = receiver.recv(timeout=60)
-        thread.join()
-    finally:
-        mine.close()
-        theirs.close()
-    return rpc.Decoder(tensors).decode(header["v"])
-
-
 class _InProcessSide:
-    """``side(n)``: ``fn`` on a fresh copy of input variant ``n`` (``inputs``), in this process; its
-    result through the wire format when ``wire`` (the reference against a sandboxed submission)."""
+    """``side(n)``: ``fn`` on a fresh copy of input variant ``n`` (``inputs``), in this process."""
 
-    def __init__(self, fn: Callable, inputs: TimedInputs, wire: bool):
-        self.fn, self.inputs, self.wire = fn, inputs, wire
+    def __init__(self, fn: Callable, inputs: TimedInputs):
+        self.fn, self.inputs = fn, inputs
 
     def prepare(self, variant: int) -> None:
         self.inputs.get(variant)
 
     def __call__(self, variant: int) -> Any:
         args, kwargs = self.inputs.get(variant)
-        result = self.fn(*_fresh_copy(args), **_fresh_copy(kwargs))
-        return wire_roundtrip(result) if self.wire else result
+        return self.fn(*_fresh_copy(args), **_fresh_copy(kwargs))
 
 
 class _SandboxedSide:
@@ -508,12 +489,52 @@ def student_call(impl, fn: Callable, inputs: TimedInputs) -> Callable[[int], Any
     ``impl.pooling.masked_mean_pool``) on a fresh copy of ``inputs.get(n)``. Through the sandbox the
     inputs of a variant are sent when it is prepared, and each call's copy is made there."""
     if is_in_process(impl):
-        return _InProcessSide(fn, inputs, wire=False)
+        return _InProcessSide(fn, inputs)
     return _SandboxedSide(impl._session, fn, inputs)
 
 
 def reference_call(impl, fn: Callable, inputs: TimedInputs) -> Callable[[int], Any]:
-    """``call(n)``, with ``call.prepare(n)``: the reference ``fn`` on the path of ``student_call``: a
-    fresh copy of ``inputs.get(n)``, and, when ``impl`` is sandboxed, the result through the wire
-    format."""
-    return _InProcessSide(fn, inputs, wire=not is_in_process(impl))
+    """``call(n)``, with ``call.prepare(n)``: the reference ``fn`` (e.g. ``reference.pooling.masked_mean_pool``)
+    on the path of ``student_call``. When ``impl`` is sandboxed, that is the very same path: the
+    reference's own sandboxed process (``reference_twin``), its inputs stashed there, a fresh copy made
+    there for each call, its result back through the wire. In process (``bertlab check``, tests), a
+    fresh copy of ``inputs.get(n)`` here.
+
+    Why a process of its own: a process that sleeps between calls and is woken by its socket gets the
+    CPU at once on a loaded machine (Linux's scheduler credits a sleeper), while the grading process,
+    busy drawing and sending inputs, competes with the load for every time slice. With the reference
+    timed in the grading process, a CPU burner on every core made the reference look up to 2.5 times
+    slower than in a quiet run, and a submission's ratio fell with it (issue 41: a full-matrix search
+    measured 5.9x quiet and 3.3x loaded)."""
+    if is_in_process(impl):
+        return _InProcessSide(fn, inputs)
+    from bertlab_grader.sandbox.remote import Remote
+
+    twin = reference_twin(impl._session)
+    module = fn.__module__.rsplit(".", 1)[-1]
+    remote = Remote(twin, ("module", module))
+    for name in fn.__qualname__.split("."):
+        remote = getattr(remote, name)
+    return _SandboxedSide(twin, remote, inputs)
+
+
+def reference_twin(session):
+    """The sandboxed session of the reference solutions that times against ``session`` (a submission's):
+    in a sandbox of its own, made like the submission's (the template runs one process at a time) and
+    kept for the grading process's next submissions, started on first use; the session is closed
+    with ``session``."""
+    twin = session.reference_twin
+    if twin is None or twin.closed:
+        from bertlab_grader.core.fences import strip_fences
+        from bertlab_grader.core.locations import reference_sources
+        from bertlab_grader.sandbox.launcher import Sandbox
+        from bertlab_grader.sandbox.session import Session
+
+        host = session.sandbox
+        if host.reference_sandbox is None or host.reference_sandbox.closed:
+            # No models preloaded: the timed functions take tensors and need none.
+            host.reference_sandbox = Sandbox(kit_root=host.kit_root, hide=host.hide, timeout_s=host.timeout_s,
+                                             preload=(), unsafe_no_sandbox=not host.isolated)
+        sources = {name: strip_fences(text) for name, text in reference_sources().items()}
+        twin = session.reference_twin = Session(host.reference_sandbox, sources, session.timeout_s)
+    return twin

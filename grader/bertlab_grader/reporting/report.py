@@ -53,7 +53,7 @@ SIMILAR_TOP = 10
 #: Bars in the totals histogram (at most) and in each task's.
 TOTAL_BINS, TASK_BINS = 25, 12
 #: Time ratios are binned on widening steps (a ratio spans 0.2x to 50x); where the points curve falls
-#: below full points (2x) and reaches half of them (20x) is marked.
+#: below full points (2x) and reaches half of them (about 63x) is marked.
 RATIO_EDGES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, math.inf)
 
 

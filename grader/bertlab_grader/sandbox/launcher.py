@@ -128,6 +128,9 @@ class Sandbox:
         self.generation = 0                  # bumps at every template (re)start
         self.startup_s = 0.0                 # wall time of the last template start (spawn to ready)
         self._info: Optional[dict] = None    # the template's "ready" message
+        # The reference solutions' own sandbox, started by the performance task on first use
+        # (performance/timing.py, reference_twin): the reference is timed on the submission's path.
+        self.reference_sandbox: Optional["Sandbox"] = None
         weakref.finalize(self, _kill_popen, self._procs)  # no template outlives its Sandbox
         self._start_template()
 
@@ -318,8 +321,10 @@ class Sandbox:
         self.wait_ready()
 
     def close(self) -> None:
-        """Stop the template and everything in the sandbox."""
+        """Stop the template and everything in the sandbox (the reference's sandbox too)."""
         self.closed = True
+        if self.reference_sandbox is not None:
+            self.reference_sandbox.close()
         if self._ctrl is not None:
             try:
                 self._ctrl.send({"op": "exit"}, timeout=1.0)

@@ -168,6 +168,9 @@ class Session:
         self._requests = itertools.count(1)
         self._out = _Output()
         self._closed = False
+        # The reference's own session that the performance task times against this one, on the same
+        # path (performance/timing.py, reference_twin); closed with this one.
+        self.reference_twin: Optional["Session"] = None
 
     # ---- public helpers used by RemoteImplementation
     def output(self) -> str:
@@ -296,11 +299,17 @@ class Session:
         if child.template_generation == self.sandbox.generation:
             self.sandbox.end_job(child.job)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             self._drop_child()
             self._out.close()
+            if self.reference_twin is not None:
+                self.reference_twin.close()
 
     # ---- waiting for the child
     def _gone(self, child: _Child, kind: str, why: str, died: bool = False) -> _ChildGone:
