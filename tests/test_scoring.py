@@ -156,15 +156,15 @@ def test_an_exception_inside_the_kits_lookups_is_the_graders_not_the_students():
     assert cause is not None and "mistakes.py" in cause and "KeyError" in cause
 
 
-def test_partial_points_from_a_performance_band(monkeypatch):
+def test_partial_points_from_the_points_curve(monkeypatch):
     from bertlab_grader.performance import timing as performance
 
-    monkeypatch.setattr(performance, "BANDS", ((float("inf"), 0.5),))  # every ratio earns half
+    monkeypatch.setattr(performance, "points_fraction", lambda ratio: 0.374)  # every ratio earns 0.374
     result = run_hidden_suite(_solutions(), student="p", tasks=("performance",), hints=False,
                               extra_pytest_args=["-k", "masked_mean_pool"])
     (test,) = result["tests"]
-    assert test["outcome"] == "failed" and test["points"] == test["max_points"] / 2
-    assert "half points" in test["message"]
+    assert test["outcome"] == "failed" and test["points"] == round(test["max_points"] * 0.374, 2)
+    assert "0.37 of the points" in test["message"]
     validate_result(result)
 
 

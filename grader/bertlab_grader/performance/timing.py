@@ -520,21 +520,14 @@ def reference_call(impl, fn: Callable, inputs: TimedInputs) -> Callable[[int], A
 
 def reference_twin(session):
     """The sandboxed session of the reference solutions that times against ``session`` (a submission's):
-    in a sandbox of its own, made like the submission's (the template runs one process at a time) and
-    kept for the grading process's next submissions, started on first use; the session is closed
-    with ``session``."""
+    in a sandbox of its own, made like the submission's (``Sandbox.reference_host``: the template runs
+    one process at a time), started on first use; the session is closed with ``session``."""
     twin = session.reference_twin
     if twin is None or twin.closed:
         from bertlab_grader.core.fences import strip_fences
         from bertlab_grader.core.locations import reference_sources
-        from bertlab_grader.sandbox.launcher import Sandbox
         from bertlab_grader.sandbox.session import Session
 
-        host = session.sandbox
-        if host.reference_sandbox is None or host.reference_sandbox.closed:
-            # No models preloaded: the timed functions take tensors and need none.
-            host.reference_sandbox = Sandbox(kit_root=host.kit_root, hide=host.hide, timeout_s=host.timeout_s,
-                                             preload=(), unsafe_no_sandbox=not host.isolated)
         sources = {name: strip_fences(text) for name, text in reference_sources().items()}
-        twin = session.reference_twin = Session(host.reference_sandbox, sources, session.timeout_s)
+        twin = session.reference_twin = Session(session.sandbox.reference_host(), sources, session.timeout_s)
     return twin

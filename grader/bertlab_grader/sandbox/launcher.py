@@ -128,8 +128,8 @@ class Sandbox:
         self.generation = 0                  # bumps at every template (re)start
         self.startup_s = 0.0                 # wall time of the last template start (spawn to ready)
         self._info: Optional[dict] = None    # the template's "ready" message
-        # The reference solutions' own sandbox, started by the performance task on first use
-        # (performance/timing.py, reference_twin): the reference is timed on the submission's path.
+        # The reference solutions' own sandbox (reference_host), started by the performance task on
+        # first use (performance/timing.py, reference_twin): the reference is timed on the submission's path.
         self.reference_sandbox: Optional["Sandbox"] = None
         weakref.finalize(self, _kill_popen, self._procs)  # no template outlives its Sandbox
         self._start_template()
@@ -319,6 +319,18 @@ class Sandbox:
         self._kill_template()
         self._start_template()
         self.wait_ready()
+
+    def reference_host(self) -> "Sandbox":
+        """A second sandbox made like this one (kit, hidden folders, limits, time limit, isolation),
+        without preloaded models, for the reference solutions the performance task times against this
+        sandbox's submission (the template runs one process at a time, so the reference cannot share
+        it). Started on first use, kept for the next submissions, closed with this one."""
+        if self.reference_sandbox is None or self.reference_sandbox.closed:
+            self.reference_sandbox = Sandbox(
+                kit_root=self.kit_root, hide=self.hide, timeout_s=self.timeout_s, preload=(),
+                unsafe_no_sandbox=not self.isolated, memory_mb=self.limits["memory_mb"], cpu_s=self.limits["cpu_s"],
+                nproc=self.limits["nproc"], fsize_mb=self.limits["fsize_mb"])
+        return self.reference_sandbox
 
     def close(self) -> None:
         """Stop the template and everything in the sandbox (the reference's sandbox too)."""
