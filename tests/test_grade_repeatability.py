@@ -51,11 +51,11 @@ MEMORY_TEST = "test_search_memory_stays_bounded"
 #: (2026-12-04): at most 0.08 for every test but the 4-point search test, whose full-matrix and float64
 #: searches measured about 20% slower against the reference beside the burner (5.1x quiet, 6.2x
 #: loaded), 0.11 points on the curve; `benchmarks/repeat_grading.py` beside burners saw 0.15 on that test
-#: (var_ret_loop, 5.5x to 7.1x). A long call loses more to the burner than the reference's short one (the
+#: (var_ret_loop, 5.5x to 7.1x), and this test in a full CI run 0.19 (3.52, 3.33, 3.49). A long call loses more to the burner than the reference's short one (the
 #: scheduler's head start for a woken process covers a few milliseconds): that effect is still in the
 #: ratio. Until it is taken out, the bar sits above what was measured, so that a busy CI machine does
 #: not fail the kit on it; it still fails any band-like flip (the bands moved a test by 1.5 or 2 points).
-SPEED_SPREAD = 0.25
+SPEED_SPREAD = 0.3
 
 
 def submissions() -> dict[str, dict[str, str]]:
