@@ -26,6 +26,11 @@ from pathlib import Path
 KIT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(KIT_ROOT))
 
+# The whole-matrix search with a stable sort is the repeatability test's own (one definition); txtai's
+# NumPy search is written here, with the same checks of its input.
+sys.path.insert(0, str(KIT_ROOT / "tests"))
+from test_grade_repeatability import FULL_MATRIX_STABLE_SORT  # noqa: E402
+
 VALIDATE = '''
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError("top_k must be a positive integer")
@@ -38,12 +43,7 @@ VALIDATE = '''
 '''
 
 APPENDED = {
-    "whole matrix + stable argsort": '''
-
-def semantic_search(query_embeddings, corpus_embeddings, top_k=10):''' + VALIDATE + '''    scores = F.normalize(queries, dim=1) @ F.normalize(corpus, dim=1).T
-    order = torch.argsort(scores, dim=1, descending=True, stable=True)[:, :k]
-    return scores.gather(1, order), order
-''',
+    "whole matrix + stable argsort": FULL_MATRIX_STABLE_SORT,
     "txtai's NumPy search": '''
 
 def semantic_search(query_embeddings, corpus_embeddings, top_k=10):''' + VALIDATE + '''    import numpy as np
