@@ -315,7 +315,8 @@ def test_identical_files_reuse_the_first_measurement(machine, tmp_path):
     assert json.loads(record.path.read_text())["protocol"] == "p1"
     assert [json.loads(line)["protocol"] for line in record.journal.read_text().splitlines()] == ["p1"]
     (kept,) = record.all_known().values()
-    assert set(kept["linear_cka"]["timing"]) == {"reference", "student", "gave_up", "wrong_answer", "variant"}
+    assert set(kept["linear_cka"]["timing"]) == {"reference", "student", "clock", "wall_reference", "wall_student",
+                                                  "gave_up", "wrong_answer", "variant"}
     assert all(isinstance(t, float) for side in ("reference", "student") for t in kept["linear_cka"]["timing"][side])
 
 
@@ -450,3 +451,62 @@ def test_answers_remembered_by_their_inputs_earn_no_speed_points():
         # full run: 3.85x against 5.41x for pooling), so the bar sits at half the twin's ratio.
         assert ratio >= 0.5 * twin_ratio, (memo, figures[memo])
 
+
+
+# Work handed to another process or thread during a timing: timed by the wall clock, not the CPU clock
+_HELPER_PROCESS = '''
+import os as _os, time as _time
+if _os.fork() == 0:  # a helper that waits for work (it could do the work, unseen by our CPU clock)
+    while True:
+        _time.sleep(1)
+'''
+_THREAD_PER_CALL = '''
+import threading as _threading
+_own = masked_mean_pool
+def masked_mean_pool(hidden_states, attention_mask):
+    box = []
+    worker = _threading.Thread(target=lambda: box.append(_own(hidden_states, attention_mask)))
+    worker.start()
+    worker.join()
+    return box[0]
+'''
+
+
+@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.parametrize("addition, clock", [("", "cpu"), (_HELPER_PROCESS, "wall"), (_THREAD_PER_CALL, "wall")],
+                         ids=["own work: CPU clock", "a helper process: wall clock", "a thread per call: wall clock"])
+def test_the_cpu_clock_is_trusted_only_while_the_sandbox_starts_nothing(addition, clock):
+    """Each side is timed by the CPU time its sandboxed process used (a busy machine's waiting is not
+    the code's), unless the sandbox held another process or started a process or thread during the
+    timing: that work would not show on the process's CPU clock, so the whole timing is then measured
+    by the wall clock."""
+    import torch
+
+    from bertlab.implementations import load_implementation
+    from bertlab_grader.core.fences import strip_fences
+    from bertlab_grader.core.locations import KIT_ROOT, reference_sources
+    from bertlab_grader.sandbox import Sandbox
+
+    sources = {name: strip_fences(text) for name, text in reference_sources().items()}
+    sources["pooling.py"] += addition
+    reference = load_implementation("reference")
+
+    def draw(n: int):
+        g = torch.Generator().manual_seed(n)
+        return (torch.randn(16, 64, 96, generator=g), (torch.rand(16, 64, generator=g) > 0.3).long()), {}
+
+    inputs = performance.TimedInputs(draw)
+    sandbox = Sandbox(kit_root=KIT_ROOT, preload=())
+    try:
+        with sandbox.session(sources) as impl:
+            timing, _, _ = performance.compare_speed(
+                performance.student_call(impl, impl.pooling.masked_mean_pool, inputs),
+                performance.reference_call(impl, reference.pooling.masked_mean_pool, inputs), pairs=4)
+    finally:
+        sandbox.close()
+    assert timing.clock == clock, (timing.clock, timing.ratios)
+    assert len(timing.wall_student) == len(timing.student) >= 3
+    if clock == "wall":
+        assert timing.student == timing.wall_student and timing.reference == timing.wall_reference
+    else:  # CPU seconds of the same calls: never more than the wall time they took (+ the clock's grain)
+        assert all(cpu <= wall + 1e-3 for cpu, wall in zip(timing.student, timing.wall_student))

@@ -8,6 +8,11 @@ apart, so whatever speed the machine has at that moment (a virtual machine's spe
 seconds, measured: docs/hidden-suites.md "Where the spread comes from") hits both alike and cancels
 in their ratio; the median then ignores the pairs one side spent under a burst of load.
 
+Each call is measured by the CPU time its side's sandboxed process used during it (``_CpuClocks``),
+read from outside that process, so a busy machine's waiting for a CPU, which a long call meets more
+often than a short one, is not in the ratio; where that clock cannot be trusted (the sandbox started
+a process or a thread, or holds a helper process; no sandbox), the whole timing is on the wall clock.
+
 Points are a continuous function of that ratio r (``points_fraction``), never a band with an edge:
 
     r <= 2   full points;   then falling with log r: 0.77 at 10x, half at 63x, none from 2000x on
@@ -121,6 +126,12 @@ class Timing:
 
     reference: list[float] = field(default_factory=list)
     student: list[float] = field(default_factory=list)
+    # What ``reference`` and ``student`` hold: "cpu" (the CPU time each side's sandboxed process used
+    # during the call, ``_CpuClocks``) or "wall" (seconds on the trusted side's clock). The wall times
+    # are kept either way, pair by pair.
+    clock: str = "wall"
+    wall_reference: list[float] = field(default_factory=list)
+    wall_student: list[float] = field(default_factory=list)
     gave_up: bool = False
     wrong_answer: bool = False      # stopped after the second warm-up call: its answer was not right
     student_result: Any = None      # the last result of each side (a right answer is timed for points)
@@ -128,6 +139,28 @@ class Timing:
     variant: int = 0                # the input variant the last results answer (TimedInputs.get)
     waited_s: float = 0.0           # how long it waited for the other grader workers (timing_gate)
     measured_at: str = ""           # when: set when this measurement is reused for identical files (timing_record)
+
+    def add(self, ref_wall: float, ref_cpu: Optional[float], student_wall: float, student_cpu: Optional[float]) -> None:
+        """One pair's times. While ``clock`` is "cpu" and both CPU times are known, those are the pair's
+        measurement; otherwise the timing is on the wall clock from then on, every pair of it."""
+        self.wall_reference.append(ref_wall)
+        self.wall_student.append(student_wall)
+        if self.clock == "cpu" and ref_cpu is not None and student_cpu is not None:
+            self.reference.append(ref_cpu)
+            self.student.append(student_cpu)
+        else:
+            self.to_wall_clock()
+
+    def to_wall_clock(self) -> None:
+        """Measure by the wall clock, every pair timed so far included."""
+        self.clock = "wall"
+        self.reference[:] = self.wall_reference
+        self.student[:] = self.wall_student
+
+    def restart(self) -> None:
+        """Forget the pairs timed so far (the first look starts afresh)."""
+        for times in (self.reference, self.student, self.wall_reference, self.wall_student):
+            times.clear()
 
     @property
     def ratios(self) -> list[float]:
@@ -147,12 +180,16 @@ class Timing:
     def to_record(self) -> dict:
         """Plain numbers for ``timing_record`` (never the results: those are computed afresh, on the
         input variant the last results answered, so a reuse quotes the same numbers)."""
-        return {"reference": self.reference, "student": self.student, "gave_up": self.gave_up,
+        return {"reference": self.reference, "student": self.student, "clock": self.clock,
+                "wall_reference": self.wall_reference, "wall_student": self.wall_student, "gave_up": self.gave_up,
                 "wrong_answer": self.wrong_answer, "variant": self.variant}
 
     @classmethod
     def from_record(cls, entry: dict, measured_at: str) -> "Timing":
         return cls(reference=[float(t) for t in entry["reference"]], student=[float(t) for t in entry["student"]],
+                   clock=str(entry.get("clock", "wall")),
+                   wall_reference=[float(t) for t in entry.get("wall_reference", entry["reference"])],
+                   wall_student=[float(t) for t in entry.get("wall_student", entry["student"])],
                    gave_up=bool(entry.get("gave_up", False)), wrong_answer=bool(entry.get("wrong_answer", False)),
                    variant=int(entry.get("variant", 0)),
                    measured_at=measured_at)
@@ -166,7 +203,8 @@ class Timing:
                   else ""))
         if self.measured_at:
             how += f", measured on {self.measured_at} when these same files were first graded"
-        return (f"{what} took {self.ratio:.1f}x the reference's time ({how}: {student_ms:.1f} ms vs "
+        kind = "CPU time" if self.clock == "cpu" else "time"
+        return (f"{what} took {self.ratio:.1f}x the reference's {kind} ({how}: {student_ms:.1f} ms vs "
                 f"{ref_ms:.1f} ms); {fraction_words(self.fraction)} ({CURVE_WORDS}).")
 
 # What a performance test records about itself (pytest's user_properties), read by grading/scoring.py.
@@ -258,10 +296,54 @@ def _prepare(variant: int, *sides) -> None:
             prepare(variant)
 
 
-def _timed(call: Callable[[int], Any], variant: int) -> tuple[float, Any]:
+class _CpuClocks:
+    """Whether a timing may measure both sides by their processes' CPU time (``busy_seconds``).
+
+    On a busy machine a call waits for a CPU now and then, and a long call waits more than a short
+    one (a process woken by its socket gets the CPU at once, for a few milliseconds): by the wall
+    clock, a search at 5.1x the reference quietly measured 6.2x beside a CPU burner on every core,
+    0.1 to 0.2 of a 4-point test's points. The CPU time a process used does not count that waiting
+    (docs/hidden-suites.md, "Where the spread comes from").
+
+    A call could hand its work to another process, whose CPU time its own clock does not show; so
+    the CPU clocks are trusted only while each side's sandbox census (``Session.census``: the same
+    child, no other process, and the last pid the sandbox handed out unchanged) is what it was when
+    the timing began, checked after every pair. Anything else (a helper process, a process or thread
+    started during the timing, a child restarted, no sandbox) and the whole timing is measured by
+    the wall clock, as a submission that starts no process always could be."""
+
+    def __init__(self, *sides):
+        self.sides = sides
+        self.baseline = self._census() if all(callable(getattr(s, "busy_seconds", None)) for s in sides) else None
+
+    def _census(self) -> Optional[tuple]:
+        taken = tuple(side.census() for side in self.sides)
+        if any(t is None or t[-1] for t in taken):  # unknown, or other processes in a sandbox
+            return None
+        return taken
+
+    @property
+    def trusted(self) -> bool:
+        return self.baseline is not None
+
+    def still_trusted(self) -> bool:
+        """Census unchanged since the timing began; once not, never again in this timing."""
+        if self.baseline is not None and self._census() != self.baseline:
+            self.baseline = None
+        return self.baseline is not None
+
+
+def _timed(call: Callable[[int], Any], variant: int, clocks: Optional[_CpuClocks] = None
+           ) -> tuple[float, Optional[float], Any]:
+    """(wall seconds, CPU seconds of the side's process or None, result) of ``call(variant)``."""
+    clock = getattr(call, "busy_seconds", None) if clocks is not None and clocks.trusted else None
+    before = clock() if clock else None
     start = time.perf_counter()
     result = call(variant)
-    return time.perf_counter() - start, result
+    wall = time.perf_counter() - start
+    after = clock() if clock else None
+    used = after - before if before is not None and after is not None else None
+    return wall, used, result
 
 
 def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any], *, pairs: int = PAIRS,
@@ -327,32 +409,34 @@ def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pai
     _prepare(0, student, reference)
     student(0)
     reference(0)
+    clocks = _CpuClocks(student, reference)
+    timing.clock = "cpu" if clocks.trusted else "wall"
     _prepare(1, student, reference)
-    ref_time, ref_result = _timed(reference, 1)
-    student_time, student_result = _timed(student, 1)
+    ref_wall, ref_cpu, ref_result = _timed(reference, 1, clocks)
+    student_wall, student_cpu, student_result = _timed(student, 1, clocks)
     timing.student_result, timing.reference_result, timing.variant = student_result, ref_result, 1
-    timing.reference.append(ref_time)
-    timing.student.append(student_time)
+    clocks.still_trusted()
+    timing.add(ref_wall, ref_cpu if clocks.trusted else None, student_wall, student_cpu)
+    student_time, ref_time = timing.student[-1], timing.reference[-1]
     if right is not None and not _answers_right(right, student_result, ref_result, 1):
         timing.wrong_answer = True
         return timing
     if student_time > give_up_ratio * max(ref_time, 1e-4):
         # No points are left at this ratio: a few more pairs confirm it (their median decides, so a
         # burst of load during one call never takes the points away), and no more are timed.
-        _time_pairs(timing, student, reference, range(GIVE_UP_PAIRS - 1))
+        _time_pairs(timing, student, reference, range(GIVE_UP_PAIRS - 1), clocks=clocks)
         if timing.ratio > give_up_ratio:
             timing.gave_up = True
             return timing
     # The first look starts afresh, on pairs of its own (after the give-up pairs' variants, if any).
     start = len(timing.student) - 1
-    timing.reference.clear()
-    timing.student.clear()
-    _time_pairs(timing, student, reference, range(start, start + pairs),
+    timing.restart()
+    _time_pairs(timing, student, reference, range(start, start + pairs), clocks=clocks,
                 until=lambda: (first_look_decided(timing.ratios, pairs)
                                or (len(timing.student) >= 3 and sum(timing.student) > FIRST_LOOK_BUDGET_S)))
     if points_depend_on(timing.ratio):
         budget = EXTRA_PAIRS_BUDGET_S + sum(timing.student)
-        _time_pairs(timing, student, reference, range(start + pairs, start + pairs + EXTRA_PAIRS),
+        _time_pairs(timing, student, reference, range(start + pairs, start + pairs + EXTRA_PAIRS), clocks=clocks,
                     until=lambda: (points_settled(timing.ratios, pairs + EXTRA_PAIRS)
                                    or sum(timing.student) > budget))
     return timing
@@ -407,7 +491,7 @@ def points_settled(ratios: list[float], pairs: int) -> bool:
     return points_fraction(low) - points_fraction(high) <= SETTLED_FRACTION
 
 
-def _time_pairs(timing: Timing, student, reference, numbers: range,
+def _time_pairs(timing: Timing, student, reference, numbers: range, clocks: Optional[_CpuClocks] = None,
                 until: Optional[Callable[[], bool]] = None) -> None:
     """Time one pair per number, both calls on input variant 2 + number, prepared for both before the
     pair is timed: the reference first on even numbers, the submission first on odd ones, so neither
@@ -418,13 +502,13 @@ def _time_pairs(timing: Timing, student, reference, numbers: range,
         _prepare(variant, student, reference)
         timing.variant = variant
         if i % 2 == 0:
-            ref_time, timing.reference_result = _timed(reference, variant)
-            student_time, timing.student_result = _timed(student, variant)
+            ref_wall, ref_cpu, timing.reference_result = _timed(reference, variant, clocks)
+            student_wall, student_cpu, timing.student_result = _timed(student, variant, clocks)
         else:
-            student_time, timing.student_result = _timed(student, variant)
-            ref_time, timing.reference_result = _timed(reference, variant)
-        timing.reference.append(ref_time)
-        timing.student.append(student_time)
+            student_wall, student_cpu, timing.student_result = _timed(student, variant, clocks)
+            ref_wall, ref_cpu, timing.reference_result = _timed(reference, variant, clocks)
+        trusted = clocks is not None and clocks.still_trusted()
+        timing.add(ref_wall, ref_cpu if trusted else None, student_wall, student_cpu)
         if until is not None and until():
             return
 
@@ -482,6 +566,13 @@ class _SandboxedSide:
     def __call__(self, variant: int) -> Any:
         self.prepare(variant)  # nothing left to do when compare_speed prepared it (every timed call)
         return self.session.request(self.fn, "call", self.args, self.kwargs, watch=False)
+
+    def busy_seconds(self) -> Optional[float]:
+        """CPU seconds the process serving this side has used (``_CpuClocks``)."""
+        return self.session.busy_seconds()
+
+    def census(self) -> Optional[tuple]:
+        return self.session.census()
 
 
 def student_call(impl, fn: Callable, inputs: TimedInputs) -> Callable[[int], Any]:

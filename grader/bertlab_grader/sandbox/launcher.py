@@ -41,6 +41,7 @@ from bertlab_grader.core.locations import KIT_ROOT, SANDBOX_INSIDE_DIR
 from bertlab_grader.sandbox.bubblewrap import (
     SandboxError, SandboxUnavailable, binary_key, bwrap_checked, find_bwrap, namespace_args, sandbox_python,
     trial_run, unavailable_error, bubblewrap_status)
+from bertlab_grader.sandbox import cpu_clock
 from bertlab_grader.sandbox.inside import rpc, reports
 from bertlab_grader.sandbox.malloc_pin import STEADY_MALLOC_ENV
 from bertlab_grader.sandbox.mounts import (
@@ -124,6 +125,7 @@ class Sandbox:
             self.drop_to = self._drop_uid()
             _warn_once(as_root=self.drop_to is None and os.geteuid() == 0)
         self._jobs = itertools.count(1)
+        self._job_pids: dict[int, int] = {}  # job -> its child's pid in the sandbox (one job at a time)
         self.exited: dict[int, dict] = {}   # job -> exit status reported by the template
         self.generation = 0                  # bumps at every template (re)start
         self.startup_s = 0.0                 # wall time of the last template start (spawn to ready)
@@ -389,8 +391,9 @@ class Sandbox:
             try:
                 self._ctrl.send({**job_msg, "op": "start", "job": job}, timeout=self.control_timeout_s)
                 socket.send_fds(self._ctrl.sock, [b"F"], fds)
-                self._control_wait(lambda m: m.get("op") == "started" and m.get("job") == job,
-                                   self.control_timeout_s)
+                started = self._control_wait(lambda m: m.get("op") == "started" and m.get("job") == job,
+                                             self.control_timeout_s)
+                self._job_pids = {job: started.get("pid")}  # one job at a time
                 return job
             except (TemplateFailed, OSError) as exc:
                 if attempt == 2:
@@ -409,6 +412,32 @@ class Sandbox:
         except (TemplateFailed, OSError, AttributeError) as exc:
             self.restart(f"while ending a job: {type(exc).__name__}: {exc}")
         self.exited.pop(job, None)
+
+    def job_process(self, job: int) -> Optional[int]:
+        """The pid, as this side sees it, of a job's child (``cpu_clock.outer_pid``), or None where it
+        cannot be found (the job is gone, or /proc does not say)."""
+        inner = self._job_pids.get(job)
+        if not isinstance(inner, int) or self._proc is None:
+            return None
+        if not self.isolated:
+            return inner  # no pid namespace: the template's pids are ours
+        return cpu_clock.outer_pid(inner, self._proc.pid)
+
+    def census(self) -> Optional[tuple]:
+        """(the last pid the sandbox handed out, the pids of processes other than the job's child), from
+        the template (``Template.census``); None outside a pid namespace of our own, or when the
+        template does not answer. Unchanged across a call: nothing in the sandbox started a process or
+        a thread during it, and no helper process was there."""
+        if not self.isolated or self._ctrl is None:
+            return None
+        try:
+            self._ctrl.send({"op": "census"}, timeout=self.control_timeout_s)
+            msg = self._control_wait(lambda m: m.get("op") == "census", self.control_timeout_s)
+        except (TemplateFailed, OSError, rpc.EncodeError):
+            return None
+        if not isinstance(msg.get("last_pid"), int):
+            return None
+        return (msg["last_pid"], tuple(msg.get("others") or ()))
 
     def pause_job(self, job: int, pause: bool = True) -> None:
         """Stop (``pause``) or continue a job's child and everything it started (the template sends

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from bertlab_grader.sandbox import give_way
+from bertlab_grader.sandbox import cpu_clock
 from bertlab_grader.sandbox.bubblewrap import SandboxError
 from bertlab_grader.sandbox.inside import rpc
 from bertlab_grader.sandbox.output import _Output
@@ -59,6 +60,14 @@ class TemplateHost(Protocol):
     def restart(self, reason: str = "") -> None:
         """Replace the template."""
 
+    def job_process(self, job: int) -> Optional[int]:
+        """The pid, as the trusted side sees it, of a job's child; None where it cannot be found."""
+
+    def census(self) -> Optional[tuple]:
+        """What the sandbox holds and has started (the last pid it handed out, the other processes):
+        equal before and after a call when the call started nothing and no helper was there; None
+        where it cannot be told."""
+
 
 class _Deadline:
     """When a wait for the submission ends; it moves later by time that was not the submission's
@@ -84,6 +93,7 @@ class _Child:
     def __init__(self, job: int, chan: rpc.Channel, nonce: str, template_generation: int):
         self.job, self.chan, self.nonce = job, chan, nonce
         self.template_generation = template_generation
+        self.pid: Optional[int] = None  # as the trusted side sees it (Session.busy_seconds), once looked up
 
 
 class _ChildGone(Exception):
@@ -302,6 +312,27 @@ class Session:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    # ---- what the performance task reads from outside the submission's process
+    def busy_seconds(self) -> Optional[float]:
+        """CPU seconds the submission's current process has used (all its threads), read from the
+        kernel's clock of that process (sandbox/cpu_clock.py), so nothing inside can change it; None
+        when there is no process or its pid cannot be found."""
+        child = self.child
+        if child is None or child.template_generation != self.sandbox.generation:
+            return None
+        if child.pid is None:
+            child.pid = self.sandbox.job_process(child.job) or 0
+        return cpu_clock.cpu_seconds(child.pid) if child.pid else None
+
+    def census(self) -> Optional[tuple]:
+        """(the child's job, the sandbox's census): equal before and after a call when the same process
+        served it and nothing in the sandbox started a process or a thread (``TemplateHost.census``)."""
+        child = self.child
+        if child is None:
+            return None
+        taken = self.sandbox.census()
+        return None if taken is None else (child.job, self.sandbox.generation) + taken
 
     def close(self) -> None:
         if not self._closed:
