@@ -220,6 +220,11 @@ class Sandbox:
                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
                 "TOKENIZERS_PARALLELISM": "false", "XDG_CACHE_HOME": "/tmp/.cache",
                 "MPLCONFIGDIR": "/tmp/.matplotlib",
+                # One thread for NumPy's BLAS too, as for torch (server.py): the submission runs on one
+                # thread like the reference it is timed against, whatever library it computes with, and
+                # each is timed by its process's CPU time (performance/timing.py), which would count a
+                # second BLAS thread's work and its spinning while it waits.
+                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                 # malloc on the same steady footing as the grader's side of a timing (performance.py)
                 **STEADY_MALLOC_ENV}
 
