@@ -170,7 +170,8 @@ def test_cannot_read_solutions_hidden_tests_or_the_graders_memory(sb):
 
     assert set(secrets["env"]) <= {"PATH", "HOME", "LANG", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "HF_HUB_OFFLINE",
                                    "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY", "TOKENIZERS_PARALLELISM",
-                                   "XDG_CACHE_HOME", "MPLCONFIGDIR", "TMPDIR", "PWD", *STEADY_MALLOC_ENV}
+                                   "XDG_CACHE_HOME", "MPLCONFIGDIR", "TMPDIR", "PWD", *STEADY_MALLOC_ENV,
+                                   "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}  # one thread: no secret
 
 
 def test_cannot_write_outside_its_scratch_space(sb, tmp_path_factory):
