@@ -145,7 +145,10 @@ class Timing:
         measurement; otherwise the timing is on the wall clock from then on, every pair of it."""
         self.wall_reference.append(ref_wall)
         self.wall_student.append(student_wall)
-        if self.clock == "cpu" and ref_cpu is not None and student_cpu is not None:
+        if self.clock == "wall":
+            self.reference.append(ref_wall)
+            self.student.append(student_wall)
+        elif ref_cpu is not None and student_cpu is not None:
             self.reference.append(ref_cpu)
             self.student.append(student_cpu)
         else:
