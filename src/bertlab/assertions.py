@@ -244,16 +244,23 @@ def check_close(actual: torch.Tensor, expected: torch.Tensor, what: str, *, atol
              f"{explanation}".strip())
 
 
-def check_scalar(value: float, expected: float, what: str, *, atol: float, hint: str = "") -> None:
-    """A number within ``atol`` of ``expected``; nan must be nan and only where nan is expected."""
+def check_scalar(value: float, expected: float, what: str, *, atol: float, hint: str = "",
+                 diagnose: Optional[Callable[[], str]] = None) -> None:
+    """A number within ``atol`` of ``expected``; nan must be nan and only where nan is expected.
+
+    ``diagnose()`` is worked out only on a failure (it may call the code under test again, on inputs
+    that tell one mistake from another); what it returns replaces ``hint`` when it is not empty."""
+    def explanation() -> str:
+        return ((diagnose() if diagnose else "") or hint).strip()
+
     if math.isnan(expected):
         if not math.isnan(value):
-            fail(f"{what} should be nan; got {value:.6g}. {hint}".strip())
+            fail(f"{what} should be nan; got {value:.6g}. {explanation()}".strip())
         return
     if math.isnan(value):
-        fail(f"{what} is nan; expected {expected:.6g}. {hint}".strip())
+        fail(f"{what} is nan; expected {expected:.6g}. {explanation()}".strip())
     if abs(value - expected) > atol:
-        fail(f"{what} is {value:.10g}; expected {expected:.10g} (tolerance {atol:g}). {hint}".strip())
+        fail(f"{what} is {value:.10g}; expected {expected:.10g} (tolerance {atol:g}). {explanation()}".strip())
 
 
 def _as_tensor(value):
@@ -280,15 +287,65 @@ def close(actual, candidate, tol: float = 1e-5) -> bool:
 
 
 def name_mistake(actual, candidates: Mapping[str, object], tol: float = 1e-5) -> str:
-    """The teaching text (bertlab/mistakes.py) of the first mistake whose result ``actual`` matches, or ''.
+    """The teaching text (bertlab/mistakes.py) of the one mistake whose result ``actual`` matches, or ''.
 
-    candidates: {mistake id: what that mistake would have returned}, in the order to try them; a
-    candidate that is None (it could not be computed for this input) is skipped.
+    candidates: {mistake id: what that mistake would have returned}; a candidate that is None (it could
+    not be computed for this input) is skipped. A message that says "your code does X" must be one a
+    check confirmed, so nothing is named when the value cannot tell: when ``actual`` holds a NaN (a NaN
+    "matches" every formula that also divides by zero there), or when it matches two mistakes whose
+    hints differ (this input does not tell them apart).
     """
-    for mistake_id, candidate in candidates.items():
-        if candidate is not None and close(actual, candidate, tol):
-            return mistake_hint(mistake_id)
+    as_tensor = _as_tensor(actual)
+    if isinstance(as_tensor, torch.Tensor) and as_tensor.is_floating_point() and bool(torch.isnan(as_tensor).any()):
+        return ""
+    matched = [mistake_id for mistake_id, candidate in candidates.items()
+               if candidate is not None and close(actual, candidate, tol)]
+    texts = {mistake_hint(mistake_id) for mistake_id in matched}
+    return texts.pop() if len(texts) == 1 else ""
+
+
+def precision_diagnosis(similarity: Callable[[object, object], object], X, Y, expected: float, atol: float,
+                        what: str = "your linear_cka") -> str:
+    """'' unless a rerun confirms that only the precision is wrong, else the sentence that says so.
+
+    similarity(X, Y): the code under test (e.g. ``impl.cka.linear_cka``); X [n, d1], Y [n, d2] arrays
+    or tensors of any dtype, on which it returned a wrong value whose right value is ``expected`` (a
+    similarity that does not change when a column is shifted, such as CKA). It is called again on
+    float64 copies of X and Y, then on float64 copies whose column means were subtracted beforehand
+    (the same right value, with nothing large left to round). Right on the first: the code computes in
+    the inputs' own dtype. Right only on the second: its arithmetic loses the small differences around
+    a large mean (float32 somewhere). Anything else, an exception included: '' (no cause confirmed).
+    Call it only after the known formula mistakes were ruled out: a code that never centers is right
+    on centered copies too.
+    """
+    def right_on(x, y) -> Optional[float]:
+        try:
+            value = float(similarity(x, y))
+        except Exception as exc:  # noqa: BLE001 - a rerun that fails confirms nothing
+            if is_harness_error(exc):
+                raise
+            return None
+        return value if math.isfinite(value) and abs(value - expected) <= atol else None
+
+    x64 = torch.as_tensor(np.array(X, copy=True) if isinstance(X, np.ndarray) else X).detach().to(torch.float64).clone()
+    y64 = torch.as_tensor(np.array(Y, copy=True) if isinstance(Y, np.ndarray) else Y).detach().to(torch.float64).clone()
+    if right_on(x64.clone(), y64.clone()) is not None:
+        dtypes = sorted({str(getattr(v, "dtype", "")).replace("torch.", "") for v in (X, Y)})
+        return (f"{what} returns the right value on float64 copies of these ({', '.join(dtypes)}) inputs, so the "
+                "formula is right and the arithmetic is not done in float64: convert X and Y with "
+                "`.to(torch.float64)` before any other step, as the docstring asks.")
+    if right_on(x64 - x64.mean(dim=0), y64 - y64.mean(dim=0)) is not None:
+        return (f"{what} returns the right value on float64 copies of these inputs whose column means were "
+                "subtracted beforehand, but not on float64 copies as given: the formula is right and some step "
+                "runs in lower precision (float32 loses the small differences around a large mean). Keep every "
+                "step in float64, from the conversion of X and Y to the final division.")
     return ""
+
+
+def formula_recheck(first_step: str) -> str:
+    """The fallback when no cause is confirmed: the symptom is in the message already (input, expected,
+    got); this names the step to recheck first and no cause."""
+    return f"No known mistake gives this value. Recheck the formula on this input step by step, starting with {first_step}."
 
 
 def _last_real_token(actual: torch.Tensor, h: torch.Tensor, mask: torch.Tensor, expected: torch.Tensor,
@@ -339,6 +396,61 @@ def _first_positions_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     counts = (mask != 0).sum(dim=1, keepdim=True)  # [B, 1]
     first = (torch.arange(h.shape[1])[None, :] < counts).to(h.dtype).unsqueeze(-1)  # [B, T, 1]
     return (h * first).sum(dim=1) / counts.clamp(min=1).to(h.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs the code under test must leave alone
+# ---------------------------------------------------------------------------------------------
+
+def _how_changed(before: torch.Tensor, after: torch.Tensor) -> str:
+    """What an in-place change did, as far as the two tensors show it ('' when no pattern fits).
+    before, after: float64 tensors of the same shape, at least one entry different."""
+    rows_b = before.reshape(before.shape[0], -1) if before.dim() > 1 else before.reshape(1, -1)
+    rows_a = after.reshape(rows_b.shape)
+    if before.dim() >= 2 and bool(torch.allclose(after.mean(dim=0), torch.zeros_like(after.mean(dim=0)), atol=1e-6)) \
+            and close(after, before - before.mean(dim=0), 1e-6):
+        return "its column means were subtracted in place (`x -= x.mean(0)`, `.sub_(...)`)"
+    shift = rows_a - rows_b
+    if close(shift, shift[:, :1].expand_as(shift), 1e-9) or close(shift, shift[:1].expand_as(shift), 1e-9):
+        return "a number was subtracted or added in place (`-=`, `+=`, `.sub_`, `.add_`)"
+    zeroed = (rows_a == 0) & (rows_b != 0)
+    if bool(zeroed.any()) and bool(torch.equal(rows_a[~zeroed], rows_b[~zeroed])):
+        return "some entries were set to 0 in place (`*= mask`, `masked_fill_`, `x[...] = 0`)"
+    nonzero = rows_b != 0
+    if bool(nonzero.any()) and bool(torch.equal(rows_a[~nonzero], rows_b[~nonzero])):
+        ratio = torch.where(nonzero, rows_a / torch.where(nonzero, rows_b, torch.ones_like(rows_b)), torch.nan)
+        per_row = torch.nanmean(ratio, dim=1, keepdim=True)
+        if close(torch.nan_to_num(ratio, nan=0.0), torch.where(nonzero, per_row.expand_as(ratio), 0.0), 1e-6):
+            norms = rows_a.norm(dim=1)
+            if close(norms[rows_b.norm(dim=1) > 0], torch.ones_like(norms[rows_b.norm(dim=1) > 0]), 1e-5):
+                return "its rows were divided by their norms in place (`x /= x.norm(dim=1, keepdim=True)`, `.div_`)"
+            return "it was divided or multiplied in place (`/=`, `*=`, `.div_`, `.mul_`)"
+    return ""
+
+
+def describe_change(name: str, before, after) -> str:
+    """'' when ``after`` still equals ``before``; otherwise which argument changed and how, e.g.
+    "the caller's mask changed: 7 of 18 entries differ (at [0, 1] it was 1, now 0.1667); its rows
+    were divided ... in place". before: the test's own untouched copy; after: the object the code
+    under test was given (a tensor or a NumPy array; a value of another kind compares by ==)."""
+    if isinstance(before, np.ndarray):
+        before, after = torch.from_numpy(np.array(before)), torch.from_numpy(np.array(after))
+    if not isinstance(before, torch.Tensor):
+        return "" if before == after else f"the caller's {name} changed."
+    if isinstance(after, torch.Tensor) and after.shape == before.shape and after.dtype == before.dtype \
+            and torch.equal(after, before):
+        return ""
+    if not isinstance(after, torch.Tensor) or after.shape != before.shape:
+        return f"the caller's {name} changed shape in place (from {list(before.shape)})."
+    if after.dtype != before.dtype:
+        return f"the caller's {name} changed dtype in place (from {before.dtype} to {after.dtype})."
+    b, a = before.detach().to(torch.float64), after.detach().to(torch.float64)
+    differ = (a != b) & ~(torch.isnan(a) & torch.isnan(b))
+    where = [int(i) for i in differ.nonzero()[0]] if differ.any() else []
+    first = (f" (at {where} it was {b[tuple(where)].item():.4g}, now {a[tuple(where)].item():.4g})" if where else "")
+    how = _how_changed(b, a) if b.dim() >= 1 and b.numel() else ""
+    return (f"the caller's {name} changed: {int(differ.sum())} of {b.numel()} entries differ{first}"
+            f"{'; ' + how if how else ''}.")
 
 
 # ---------------------------------------------------------------------------------------------

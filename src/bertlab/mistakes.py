@@ -64,3 +64,11 @@ def hint(mistake_id: str) -> str:
 def of_task(task: Optional[str]) -> tuple[Mistake, ...]:
     """The mistakes of ``task`` (None: those any task can show), in table order."""
     return tuple(m for m in MISTAKES if m.task == task)
+
+
+def named_in(message: str) -> tuple[str, ...]:
+    """The ids of the known mistakes whose teaching text ``message`` quotes (a test names a mistake by
+    quoting its hint: ``bertlab.assertions.name_mistake``). Used to tell a message that names a cause
+    from one that describes a symptom (``bertlab check`` leads with the first kind; ``bertlab audit``
+    flags a message naming a mistake the code did not make)."""
+    return tuple(m.id for m in MISTAKES if m.hint and m.hint in message)

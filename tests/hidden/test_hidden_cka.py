@@ -15,8 +15,9 @@ import torch
 
 from bertlab.assertions import CKA_ILL_CONDITIONED_ATOL, CKA_ROUND_OFF  # the tolerances both suites share
 from bertlab.assertions import call_on_valid_input
-from bertlab.assertions import (check_close, check_scalar, check_shape, check_tensor, expect_value_error, fail,
-                            generator, name_mistake, python_float, tensor_result)
+from bertlab.assertions import (check_close, check_scalar, check_shape, check_tensor, describe_change,
+                            expect_value_error, fail, formula_recheck, generator, name_mistake,
+                            precision_diagnosis, python_float, tensor_result)
 from bertlab.mistakes import hint as mistake_hint
 
 from bertlab_grader.hidden import reference_data as data
@@ -56,17 +57,27 @@ def _cka_variant(X, Y, *, center: str = "columns", square: bool = True, normalis
     return float(cross / denominator)
 
 
-def diagnose_cka(value: float, X, Y, otherwise: str = "Check the formula in the docstring step by step: "
-                 "center columns, square the numerator, float64.") -> str:
-    """The teaching text of the classic mistake (bertlab/mistakes.py) whose formula gives ``value`` on
-    (X [n, d1], Y [n, d2]), if one does; ``otherwise`` (a neutral hint) if none does."""
-    known = "" if math.isnan(value) else name_mistake(value, {
+#: The fallback when no known formula gives the value and no rerun confirms a cause: the symptom is in
+#: the message (input, expected, got); this names the first step to recheck, and no cause.
+RECHECK = formula_recheck("the centering: subtract each column's mean from X and from Y (dim=0)")
+
+
+def diagnose_cka(value: float, X, Y, otherwise: str = RECHECK, *, impl=None, expected: float = math.nan,
+                 atol: float = 0.0) -> str:
+    """Why linear_cka gave ``value`` on (X [n, d1], Y [n, d2]), said only where a check confirmed it:
+    the teaching text of the one classic mistake (bertlab/mistakes.py) whose formula gives it; else,
+    with ``impl`` and the right ``expected`` value, what a rerun on float64 copies shows about the
+    precision (bertlab.assertions.precision_diagnosis); else ``otherwise`` (no cause named)."""
+    known = name_mistake(value, {
         "cka_no_centering": _cka_variant(X, Y, center="none"),
         "cka_center_rows": _cka_variant(X, Y, center="rows"),
         "cka_no_square": _cka_variant(X, Y, square=False),
         "cka_wrong_normaliser": _cka_variant(X, Y, normaliser="data"),
     }, tol=1e-6)
-    return known or otherwise
+    if known or impl is None or math.isnan(expected):
+        return known or otherwise
+    rerun = precision_diagnosis(lambda x, y: impl.cka.linear_cka(x, y), X, Y, expected, atol)
+    return rerun or otherwise
 
 
 def student_cka(impl, X, Y, what: str):
@@ -87,7 +98,8 @@ def _copy(value):
 def check_cka_value(impl, reference, X, Y, what: str, atol: float = ATOL) -> float:
     value = float(student_cka(impl, X, Y, what))  # the type has its own test
     expected = reference.cka.linear_cka(X, Y)
-    check_scalar(value, expected, what, atol=atol, hint=diagnose_cka(value, X, Y))
+    check_scalar(value, expected, what, atol=atol,
+                 diagnose=lambda: diagnose_cka(value, X, Y, impl=impl, expected=expected, atol=atol))
     return value
 
 
@@ -111,7 +123,9 @@ def test_linear_cka_returns_python_float(impl, reference):
         fail(f"linear_cka(X, Y) = {value:.10g} is outside [0, 1] by more than round-off; CKA is a "
              f"normalised similarity. {diagnose_cka(value, X, Y)}")
     # The type counts only with the right value (a constant float is a float too).
-    check_scalar(value, reference.cka.linear_cka(X, Y), "linear_cka(X, Y)", atol=ATOL, hint=diagnose_cka(value, X, Y))
+    expected = reference.cka.linear_cka(X, Y)
+    check_scalar(value, expected, "linear_cka(X, Y)", atol=ATOL,
+                 diagnose=lambda: diagnose_cka(value, X, Y, impl=impl, expected=expected, atol=ATOL))
 
 
 @pytest.mark.points(2)
@@ -164,8 +178,9 @@ def test_linear_cka_numpy_inputs(impl, reference):
         except (AttributeError, TypeError) as exc:
             fail(f"linear_cka with {what} raised {type(exc).__name__}: {exc}. Convert first with "
                  "torch.as_tensor(X) (it accepts arrays and tensors alike).")
-        check_scalar(value, reference.cka.linear_cka(x, y), f"linear_cka with {what}", atol=ATOL,
-                     hint=diagnose_cka(value, x, y))
+        expected = reference.cka.linear_cka(x, y)
+        check_scalar(value, expected, f"linear_cka with {what}", atol=ATOL,
+                     diagnose=lambda: diagnose_cka(value, x, y, impl=impl, expected=expected, atol=ATOL))
 
 
 @pytest.mark.points(2)
@@ -178,10 +193,9 @@ def test_linear_cka_low_precision_inputs(impl, reference):
     for dtype in (torch.float16, torch.bfloat16):
         x, y = X.to(dtype), Y.to(dtype)
         value = float(student_cka(impl, x, y, f"linear_cka of {dtype} inputs"))
-        check_scalar(value, reference.cka.linear_cka(x, y), f"linear_cka of {dtype} inputs", atol=ATOL,
-                     hint=diagnose_cka(value, x, y, otherwise="The docstring asks for float64 arithmetic: "
-                                       "convert X and Y to float64 before centering (in half precision the "
-                                       "products overflow or lose digits)."))
+        expected = reference.cka.linear_cka(x, y)
+        check_scalar(value, expected, f"linear_cka of {dtype} inputs", atol=ATOL,
+                     diagnose=lambda: diagnose_cka(value, x, y, impl=impl, expected=expected, atol=ATOL))
 
 
 @pytest.mark.points(1)
@@ -193,11 +207,9 @@ def test_linear_cka_ill_conditioned_float32(impl, reference):
     Y = ((X.double() - 1e4) @ torch.randn(10, 6, generator=g, dtype=torch.float64)
          + torch.randn(200, 6, generator=g, dtype=torch.float64) * 0.05 + 3e4).float()
     value = float(student_cka(impl, X, Y, "linear_cka of float32 data with large offsets"))
-    check_scalar(value, reference.cka.linear_cka(X, Y), "linear_cka of float32 data with large offsets",
-                 atol=ATOL, hint=diagnose_cka(value, X, Y, otherwise="The docstring asks for float64 "
-                                              "arithmetic: convert X and Y with X.to(torch.float64) before "
-                                              "centering (float32 loses the small differences around a large "
-                                              "mean)."))
+    expected = reference.cka.linear_cka(X, Y)
+    check_scalar(value, expected, "linear_cka of float32 data with large offsets", atol=ATOL,
+                 diagnose=lambda: diagnose_cka(value, X, Y, impl=impl, expected=expected, atol=ATOL))
 
 
 @pytest.mark.points(1)
@@ -241,17 +253,20 @@ def test_linear_cka_leaves_inputs_unchanged(impl, reference):
     x, y = X.double(), Y.double().numpy()  # float64: a conversion would return the input itself
     x_before, y_before = x.clone(), y.copy()
     result = impl.cka.linear_cka(x, y)
-    if not torch.equal(x, x_before):
-        fail("linear_cka modified its input tensor X in place (e.g. `X -= X.mean(0)`): the caller's "
-             "data changed. Center a copy: `Xc = X - X.mean(dim=0, keepdim=True)`.")
-    if not np.array_equal(y, y_before):
-        fail("linear_cka modified its NumPy input Y in place: torch.as_tensor shares the array's "
-             "memory, so in-place centering changes the caller's array. Center a copy instead.")
+    changed = describe_change("X (a float64 tensor)", x_before, x)
+    if changed:
+        fail(f"linear_cka(X, Y) changed its input X in place: {changed} The caller's data are not yours to "
+             "change: center a copy, `Xc = X - X.mean(dim=0, keepdim=True)`.")
+    changed = describe_change("Y (a float64 NumPy array)", y_before, y)
+    if changed:
+        fail(f"linear_cka(X, Y) changed its input Y in place: {changed} torch.as_tensor shares a NumPy "
+             "array's memory, so an in-place step on the tensor changes the caller's array. Center a copy.")
     # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
     value = python_float(result, "linear_cka(X, Y)")
-    check_scalar(value, reference.cka.linear_cka(x_before, y_before.copy()),
-                 "linear_cka(X, Y) (float64 tensor and NumPy inputs)", atol=ATOL,
-                 hint=diagnose_cka(value, x_before, torch.as_tensor(y_before)))
+    expected = reference.cka.linear_cka(x_before.clone(), y_before.copy())
+    check_scalar(value, expected, "linear_cka(X, Y) (float64 tensor and NumPy inputs)", atol=ATOL,
+                 diagnose=lambda: diagnose_cka(value, x_before.clone(), y_before.copy(), impl=impl,
+                                               expected=expected, atol=ATOL))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,12 +321,16 @@ def test_cka_matrix_matches_reference(impl, reference):
     before = [r.copy() if isinstance(r, np.ndarray) else r.clone() for r in reps64]
     _check_matrix_values(tensor_result(impl.cka.cka_matrix(reps64), what), reference.cka.cka_matrix(before),
                          f"{what} (float64 tensors and a float64 NumPy array reps[2])")
-    changed = [f"reps[{i}]" + (" (a NumPy array)" if isinstance(b, np.ndarray) else "")
-               for i, (r, b) in enumerate(zip(reps64, before))
-               if not (np.array_equal(r, b) if isinstance(b, np.ndarray) else torch.equal(r, b))]
-    if changed:
-        fail(f"cka_matrix changed its float64 input{'s' if len(changed) > 1 else ''} {', '.join(changed)} in place: "
-             f"{mistake_hint('cka_matrix_centers_in_place')}")
+    changes = [describe_change(f"reps[{i}]" + (" (a float64 NumPy array)" if isinstance(b, np.ndarray) else ""), b, r)
+               for i, (r, b) in enumerate(zip(reps64, before))]
+    changes = [c for c in changes if c]
+    if changes:
+        # The centering hint only where the change IS a centering; any other change is described as it is.
+        centered = all("column means were subtracted" in c for c in changes)
+        advice = (mistake_hint("cka_matrix_centers_in_place") if centered else
+                  "torch.as_tensor(r, dtype=torch.float64) and r.to(torch.float64) return the caller's own tensor "
+                  "when it is float64 already (and share a float64 NumPy array's memory): work on new tensors.")
+        fail(f"cka_matrix changed {len(changes)} of its float64 inputs in place: {' '.join(changes)} {advice}")
 
 
 @pytest.mark.points(1)

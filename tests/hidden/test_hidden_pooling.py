@@ -19,7 +19,7 @@ import torch
 
 from bertlab.assertions import pooling_round_off  # the tolerances both suites share
 from bertlab.assertions import call_on_valid_input
-from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, generator,
+from bertlab.assertions import (check_close, check_tensor, describe_change, expect_value_error, fail, generator,
                             name_pooling_mistake, tensor_result)
 from bertlab.mistakes import hint as mistake_hint
 
@@ -126,7 +126,9 @@ def any_pattern_batch(seed: int, B: int, T: int, D: int) -> tuple[torch.Tensor, 
 def test_pool_masks_of_any_pattern(impl, reference):
     # The docstring's rule is "the positions whose mask is 1, wherever they are": tokenizers pad on the
     # left for some models, and a mask may have holes (tokens dropped on purpose).
-    hint = mistake_hint("pool_right_padding_assumed")
+    # The rule, not a cause: the right-padding mistake is named only when the result is its formula
+    # (check_pool's diagnosis, name_pooling_mistake), never pasted on whatever fails here.
+    hint = "Average the positions whose mask is 1, wherever they are in the row (left padding, holes)."
     for seed, (B, T, D) in enumerate([(6, 12, 8), (9, 30, 16)]):
         hidden, mask = any_pattern_batch(150 + seed, B, T, D)
         for dtype in (torch.int64, torch.bool):
@@ -200,12 +202,13 @@ def test_pool_leaves_inputs_unchanged(impl, reference):
         states = "" if hidden_dtype == torch.float32 else f"{hidden_dtype} hidden states, "
         what = f"masked_mean_pool ({states}{mask_dtype} mask)"
         result = impl.pooling.masked_mean_pool(hidden, mask)
-        changed = [name for name, now, before in (("hidden states", hidden, hidden_before),
-                                                  ("mask", mask, mask_before)) if not torch.equal(now, before)]
+        changed = [describe_change(f"{name} ({now.dtype})", before, now)
+                   for name, now, before in (("hidden states", hidden, hidden_before), ("mask", mask, mask_before))]
+        changed = [c for c in changed if c]
         if changed:
-            fail(f"{what} modified its input {' and its input '.join(changed)} in place (e.g. `hidden_states *= "
-                 "mask` or `masked_fill_`, also after a `.to(...)` or `.double()` that returned the input itself): "
-                 "the caller's tensors changed. Build new tensors instead.")
+            fail(f"{what} changed its inputs in place: {' '.join(changed)} A `.to(...)` or `.double()` returns the "
+                 "input itself when it has that dtype already, so an in-place step after it still reaches the "
+                 "caller's tensor. Build new tensors instead (`h * m`, not `h *= m`; `m / n`, not `m /= n`).")
         # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
         actual = check_tensor(result, (3, 4), what, shape_hint="One D-vector per sentence.")
         expected = exact_mean(reference, hidden_before, mask_before)

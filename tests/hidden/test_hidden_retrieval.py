@@ -30,7 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from bertlab.assertions import call_on_valid_input as shared_call_on_valid_input
-from bertlab.assertions import (check_close, check_tensor, did_not_finish, expect_value_error, fail, generator,
+from bertlab.assertions import (check_close, check_tensor, describe_change, did_not_finish, expect_value_error,
+                                fail, generator,
                                 index_problem, name_mistake, short, true_cosines)
 from bertlab.mistakes import hint as mistake_hint
 from bertlab.probes import substituted
@@ -131,12 +132,27 @@ def check_search_result(result, reference, queries, corpus, top_k, what: str, *,
     problem = index_problem(indices, expected_indices, true_cosines(queries, corpus), atol=atol, rtol=atol,
                             exact_ties=exact_ties)
     if problem:
-        advice = ("Equal scores go to the smaller corpus index, also at the k-th place; when you search in blocks, "
-                  "count indices from the start of the corpus." if exact_ties else
-                  "Each index must be the corpus row whose cosine is the score beside it; when you search in "
-                  "blocks, count indices from the start of the corpus.")
-        fail(f"{what}: {problem} {diagnosis() or advice}")
+        fail(f"{what}: {problem} {diagnosis() or index_advice(indices, expected_indices, queries, corpus)}")
     return scores, indices
+
+
+def index_advice(indices: torch.Tensor, expected_indices: torch.Tensor, queries, corpus) -> str:
+    """What to recheck for indices [Q, k] that are not a right answer, by what the wrong index shows:
+    a row with the same true cosine as the expected one is a tie broken the wrong way; a row with
+    another cosine is not the row of its score. Only the case the indices show is advised."""
+    differ = (indices.long() != expected_indices).nonzero()
+    if len(differ) == 0:
+        return ""
+    row, col = [int(i) for i in differ[0]]
+    got = int(indices[row, col])
+    if not 0 <= got < corpus.shape[0]:
+        return "Indices are positions in the whole corpus, from 0 to N - 1."
+    cosines = true_cosines(queries, corpus)[row]
+    if abs(float(cosines[got]) - float(cosines[int(expected_indices[row, col])])) <= 1e-12:
+        return ("This row has the same cosine as the expected one: equal scores go to the smaller corpus index, "
+                "also at the k-th place (torch.topk promises no order among ties; sort stably).")
+    return ("Each index must be the corpus row whose cosine is the score beside it; when you search in blocks, "
+            "count indices from the start of the corpus.")
 
 
 @pytest.mark.points(5)
@@ -363,12 +379,13 @@ def test_search_leaves_inputs_unchanged(impl, reference):
         what = "semantic_search(queries [4, 8], corpus [30, 8], top_k=3)" + ("" if dtype == torch.float32 else
                                                                              f" with {dtype} inputs")
         result = call_on_valid_input(lambda: impl.retrieval.semantic_search(queries, corpus, top_k=3), what)
-        changed = [name for name, now, before in (("queries", queries, queries_before),
-                                                  ("corpus", corpus, corpus_before)) if not torch.equal(now, before)]
+        changed = [describe_change(name, before, now)
+                   for name, now, before in (("queries", queries, queries_before), ("corpus", corpus, corpus_before))]
+        changed = [c for c in changed if c]
         if changed:
-            fail(f"{what} modified its input {' and its input '.join(changed)} in place (e.g. `corpus /= "
-                 "corpus.norm(...)`, also after a `.to(...)` or `.double()` that returned the input itself): the "
-                 "caller's embeddings changed. Normalise copies (F.normalize returns a new tensor).")
+            fail(f"{what} changed its inputs in place: {' '.join(changed)} A `.to(...)` or `.double()` returns the "
+                 "input itself when it has that dtype already, so an in-place step after it still reaches the "
+                 "caller's embeddings. Normalise copies (F.normalize returns a new tensor).")
         # The point is for a right answer that also leaves the inputs alone: doing nothing earns nothing.
         check_search_result(result, reference, queries_before, corpus_before, 3, what)
 

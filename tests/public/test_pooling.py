@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from bertlab.assertions import pooling_round_off  # the tolerances both suites share
 from bertlab.assertions import call_on_valid_input
-from bertlab.assertions import (check_close, check_tensor, expect_value_error, fail, name_pooling_mistake,
+from bertlab.assertions import (check_close, check_tensor, describe_change, expect_value_error, fail, name_pooling_mistake,
                             property_settings)
 from bertlab.mistakes import hint as mistake_hint
 
@@ -110,8 +110,9 @@ def test_real_tokens_may_be_anywhere(impl):
     hidden, _ = make_batch(seed=11, B=3, T=8, D=4)
     mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1], [1, 0, 1, 1, 0, 1, 0, 1], [0, 0, 1, 1, 1, 1, 0, 0]])
     hidden = torch.where(mask[..., None].bool(), hidden, torch.full_like(hidden, 100.0))  # loud padding
+    # The rule, not a cause: the right-padding mistake is named only when the result is its formula.
     check_pool(impl, hidden, mask, "a batch padded on the left, with holes, and on both sides",
-               hint=mistake_hint("pool_right_padding_assumed"))
+               hint="Average the positions whose mask is 1, wherever they are in the row (left padding, holes).")
 
 
 @property_settings(max_examples=25)
@@ -170,10 +171,11 @@ def test_inputs_are_not_modified(impl):
     hidden_before, mask_before = hidden.clone(), mask.clone()
     result = impl.pooling.masked_mean_pool(hidden, mask)
     for name, now, before in (("hidden_states", hidden, hidden_before), ("attention_mask", mask, mask_before)):
-        if not torch.equal(now, before):
-            pytest.fail(f"masked_mean_pool changed its input {name} in place. Use out-of-place operations "
-                        "(`h * m`, not `h.mul_(m)` or `h[mask == 0] = 0`): the caller still needs its tensors.",
-                        pytrace=False)
+        changed = describe_change(name, before, now)
+        if changed:
+            pytest.fail(f"masked_mean_pool changed its input in place: {changed} Use out-of-place operations "
+                        "(`h * m`, not `h.mul_(m)` or `h[mask == 0] = 0`; `m / n`, not `m /= n`): the caller "
+                        "still needs its tensors.", pytrace=False)
     # Leaving the inputs alone counts only with the right answer: returning nothing useful is not enough.
     out = check_tensor(result, [3, 4], "masked_mean_pool on the batch it must not modify")
     expected = loop_mean(hidden_before, mask_before)

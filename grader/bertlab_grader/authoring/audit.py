@@ -12,7 +12,10 @@ Every entry of the mutant bank (bertlab_grader/mutants) is graded with the hidde
 
 The performance task is left out by default (it measures speed, not correctness; a slow-but-correct
 variant is meant to lose speed points there). With hints on, every mutant that carries a hint must
-be recognised by grader/bertlab_grader/grading/hints.py, and no variant may get one.
+be recognised by grader/bertlab_grader/grading/hints.py, and no variant may get one; and no message or
+hint a student would read may name a mistake the entry does not make (a "foreign diagnosis": the
+hint column shows "ok/N", N the failing tests that carry a hint; the summary counts foreign
+diagnoses and the mutants told their own mistake by name).
 
 Exit code 0 iff every row is as expected.
 """
@@ -35,8 +38,9 @@ from bertlab.implementations import load_directory, load_implementation
 from bertlab.tasks import EXERCISE_TASKS
 from bertlab_grader.authoring.task_coverage import coverage_gaps
 from bertlab_grader.core.points import POINTS_EPSILON
-from bertlab_grader.grading.hints import diagnose
-from bertlab_grader.grading.scoring import run_hidden_suite, warm_up
+from bertlab.mistakes import find as find_mistake, named_in
+from bertlab_grader.grading.hints import diagnose, remember_mutant_failures
+from bertlab_grader.grading.scoring import attach_hints, run_hidden_suite, warm_up
 from bertlab_grader.mutants import Entry, load_bank
 
 
@@ -48,10 +52,23 @@ class Row:
     lost: dict = field(default_factory=dict)   # task -> points lost
     points: dict = field(default_factory=dict)  # task -> points earned
     hint: str = ""     # "", "ok", "none", "wrong", "unwanted"
+    hints_shown: int = 0   # failing tests that carry a hint
+    named_own: bool = False  # some message or hint names the entry's own mistake
+    foreign: tuple = ()    # "test: mistake id" for each message or hint naming a mistake the entry does not make
     verdict: str = ""
     ok: bool = False
     seconds: float = 0.0
     error: str = ""
+
+
+#: Mistakes whose texts describe the same slip, so that naming one for the other is no false blame: a
+#: mutant's messages may name either. Kept short on purpose: every pair here is a message that cannot
+#: tell the two apart and is right for both.
+SAME_MISTAKE: dict[str, tuple[str, ...]] = {
+    # Centering in place in the helper both functions share changes cka_matrix's inputs too: the
+    # cka_matrix test that says so is right about this code.
+    "cka_in_place_centering": ("cka_matrix_centers_in_place",),
+}
 
 
 @contextlib.contextmanager
@@ -77,6 +94,8 @@ def grade_row(name: str, kind: str, task: str, path: Optional[str], tasks: tuple
     try:
         with _loaded(kind, Path(path) if path else None) as impl:
             result = run_hidden_suite(impl, student=name, tasks=tasks, hints=False)
+            if check_hints:
+                _messages_and_hints(row, impl, result["tests"], kind)
             maxima: dict[str, float] = {}
             got: dict[str, float] = {}
             for t in result["tests"]:
@@ -91,6 +110,31 @@ def grade_row(name: str, kind: str, task: str, path: Optional[str], tasks: tuple
     row.seconds = time.monotonic() - started
     _judge(row)
     return row
+
+
+def _messages_and_hints(row: Row, impl, tests: list[dict], kind: str) -> None:
+    """Attach the hints a student would get (as grading does), then read every failing test's message
+    and hint for the known mistakes they name (bertlab.mistakes.named_in): the entry's own (a mutant's
+    name is its mistake's id) is a right diagnosis; any other mistake of a task is a foreign diagnosis,
+    a message that blames a mistake this code does not make. Kinds of failure any task can show (a
+    wrong shape, a missing ValueError) are not mistakes of a task and never count as foreign."""
+    failing = [t for t in tests if t["outcome"] in ("failed", "error", "timeout")]
+    if kind == "mutant":  # the audit graded this mutant already: hand its failures to the hints
+        remember_mutant_failures(row.name, row.task, (t["name"] for t in failing if t["task"] == row.task))
+    attach_hints(impl, tests)
+    row.hints_shown = sum(1 for t in failing if t.get("hint"))
+    foreign = []
+    for t in failing:
+        for mistake_id in named_in(f"{t.get('message') or ''}\n{t.get('hint') or ''}"):
+            if find_mistake(mistake_id).task is None:
+                continue
+            if kind == "mutant" and mistake_id == row.name:
+                row.named_own = True
+            elif mistake_id not in SAME_MISTAKE.get(row.name, ()):
+                foreign.append(f"{t['name']}: {mistake_id}")
+            else:
+                row.named_own = True
+    row.foreign = tuple(dict.fromkeys(foreign))
 
 
 def _hint_status(impl, kind: str, task: str, expected_hint: str, tasks: tuple) -> str:
@@ -123,9 +167,11 @@ def _judge(row: Row) -> None:
     elif row.kind == "stubs":
         row.verdict = "ok" if not any(v > POINTS_EPSILON for v in row.points.values()) else "STUBS SCORE POINTS"
     hint_ok = row.hint in ("", "ok")
-    row.ok = row.verdict in ("caught", "ok") and hint_ok
+    row.ok = row.verdict in ("caught", "ok") and hint_ok and not row.foreign
     if not hint_ok:
         row.verdict += f" (hint {row.hint})"
+    if row.foreign:
+        row.verdict += f" (FOREIGN diagnosis: {'; '.join(row.foreign[:3])}{' ...' if len(row.foreign) > 3 else ''})"
 
 
 def _init_worker() -> None:
@@ -148,7 +194,8 @@ def format_table(rows: list[Row], tasks: tuple) -> str:
     for r in rows:
         cells = "".join(f"{('-' if r.lost.get(t, 0) <= POINTS_EPSILON else '-%g' % r.lost[t]) if t in r.lost else '?':>{max(10, len(t) + 2)}}"
                         for t in tasks)
-        lines.append(f"{r.name:<{name_w}}{r.kind:<10}{r.task:<{task_w}}{cells}  {r.hint or '':<8}{r.seconds:>6.1f}s  {r.verdict}")
+        hint = f"{r.hint or ''}" + (f"/{r.hints_shown}" if r.hint else "")
+        lines.append(f"{r.name:<{name_w}}{r.kind:<10}{r.task:<{task_w}}{cells}  {hint:<8}{r.seconds:>6.1f}s  {r.verdict}")
     return "\n".join(lines)
 
 
@@ -201,6 +248,11 @@ def run_audit(only: Optional[str] = None, workers: Optional[int] = None, *, incl
     bad = [r for r in rows if not r.ok] + gaps
     mutants = [r for r in rows if r.kind == "mutant"]
     variants = [r for r in rows if r.kind == "variant"]
+    if check_hints:
+        print(f"\nMessages: {sum(len(r.foreign) for r in rows)} foreign diagnosis(es) (a message or hint naming a "
+              f"mistake the entry does not make) in {sum(bool(r.foreign) for r in rows)} entries; "
+              f"{sum(r.named_own for r in mutants)}/{len(mutants)} mutants are told their own mistake by name.",
+              file=out)
     print(f"\n{sum(r.verdict == 'caught' for r in mutants)}/{len(mutants)} mutants caught in their own task only; "
           f"{sum(r.ok for r in variants)}/{len(variants)} variants with full marks; "
           f"{len(bad)} problem(s); {elapsed:.0f} s with {workers} worker(s).", file=out)

@@ -37,6 +37,24 @@ _OUTCOME_STYLE = {"passed": "success", "failed": "danger", "error": "danger", "t
 _OUTCOME_WORD = {"passed": "passed", "failed": "failed", "error": "error", "timeout": "timed out"}
 
 
+def _earned_part(test: Mapping) -> bool:
+    """A test that failed yet earned some of its points: a speed test on the points curve."""
+    points, most = float(test.get("points") or 0.0), float(test.get("max_points") or 0.0)
+    return test.get("outcome") == "failed" and 0.0 < points < most
+
+
+def outcome_word(test: Mapping) -> str:
+    """How a test's outcome reads to the student: "part (2.5 of 4 points)" for a test that earned part
+    of its points (a speed test), not "failed"; otherwise the outcome's word."""
+    if _earned_part(test):
+        return f"part ({_fmt(test.get('points', 0.0))} of {_fmt(test.get('max_points', 0.0))} points)"
+    return _OUTCOME_WORD.get(str(test.get("outcome", "")), str(test.get("outcome", "")))
+
+
+def outcome_style(test: Mapping) -> str:
+    return "warning" if _earned_part(test) else _OUTCOME_STYLE.get(str(test.get("outcome", "")), "")
+
+
 def _fmt(x: float) -> str:
     return f"{float(x):g}"
 
@@ -105,8 +123,7 @@ def _shortened(message: str) -> str:
 def _task_html(task: str, tests: Sequence[Mapping], score: float, max_score: float) -> str:
     """One task's table for the feedback page (grader/bertlab_grader/course/templates/task_results.html.j2, autoescaped)."""
     rows = [{"name": str(t.get("name", "")),
-             "outcome": _OUTCOME_WORD.get(str(t.get("outcome", "")), str(t.get("outcome", ""))),
-             "style": _OUTCOME_STYLE.get(str(t.get("outcome", "")), ""),
+             "outcome": outcome_word(t), "style": outcome_style(t),
              "points": _fmt(t.get("points", 0.0)), "max_points": _fmt(t.get("max_points", 0.0)),
              "message": _shortened(str(t.get("message") or "")), "hint": str(t.get("hint") or "")}
             for t in tests]
@@ -117,7 +134,7 @@ def _task_html(task: str, tests: Sequence[Mapping], score: float, max_score: flo
 def _task_text(task: str, tests: Sequence[Mapping], score: float, max_score: float) -> str:
     out = [f"{task}: {_fmt(score)} / {_fmt(max_score)} points"]
     for t in tests:
-        outcome = _OUTCOME_WORD.get(str(t.get("outcome", "")), str(t.get("outcome", "")))
+        outcome = outcome_word(t)
         out.append(f"  [{outcome}] {t.get('name', '')}  "
                    f"{_fmt(t.get('points', 0.0))}/{_fmt(t.get('max_points', 0.0))}")
         message = str(t.get("message") or "")

@@ -3,9 +3,10 @@
 For each task a *fingerprint* (grader/bertlab_grader/mutants/<task>.py, ``fingerprint``) calls the task's functions on
 small fixed inputs and records what comes back (values, shapes, dtypes, the type of an exception). The
 same fingerprint is taken once per process of every mutant of the bank (trusted code, in process) and
-of the reference. When a failing
-submission's fingerprint equals a mutant's, the failing tests of that task get the mutant's hint
-("your CKA matches the uncentered formula: did you subtract the column means?").
+of the reference. When a failing submission's fingerprint equals a mutant's, the failing tests of
+that task that the mutant fails too get the mutant's hint ("your CKA matches the uncentered formula:
+did you subtract the column means?"); a test the mutant passes was failed for another reason, and
+keeps its own message alone (``diagnose_failures``).
 
 A hint is written once, in the table of known mistakes (bertlab/mistakes.py), under the name of the
 mutant that makes that mistake: it never quotes hidden test source or expected arrays.
@@ -14,7 +15,7 @@ mutant that makes that mistake: it never quotes hidden test source or expected a
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import Iterable, Optional
 
 from bertlab.mistakes import find as find_mistake
 
@@ -72,3 +73,41 @@ def diagnose(impl, task: str) -> Optional[str]:
     """The hint for ``impl``'s ``task`` (the known mistake its fingerprint matches), or None."""
     matches = matching_mistakes(impl, task)
     return find_mistake(matches[0].name).hint if matches else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Which tests a hint explains
+# ---------------------------------------------------------------------------------------------
+
+_MUTANT_FAILURES: dict[tuple[str, str], frozenset] = {}
+
+
+def remember_mutant_failures(name: str, task: str, failing: Iterable[str]) -> None:
+    """Record the hidden tests of ``task`` that the mutant ``name`` fails (the audit grades every
+    mutant anyway, so it hands the answer over instead of grading the mutant twice)."""
+    _MUTANT_FAILURES[(name, task)] = frozenset(failing)
+
+
+def mutant_fails(entry, task: str) -> frozenset:
+    """The names of the hidden tests of ``task`` that the bank entry ``entry`` fails: graded once per
+    process, in process (the bank is the kit's own code; the sandbox is for students' code)."""
+    key = (entry.name, task)
+    if key not in _MUTANT_FAILURES:
+        from bertlab_grader.grading.scoring import run_hidden_suite  # scoring imports this module
+
+        result = run_hidden_suite(load_directory(entry.path), student=entry.name, tasks=[task], hints=False)
+        remember_mutant_failures(entry.name, task, (t["name"] for t in result["tests"]
+                                                    if t["outcome"] in ("failed", "error", "timeout")))
+    return _MUTANT_FAILURES[key]
+
+
+def diagnose_failures(impl, task: str, failing: Iterable[str]) -> dict[str, str]:
+    """{test name: hint} for the failing tests of ``task`` (names) that the known mistake
+    ``impl``'s fingerprint matches explains: those the mutant that makes that mistake fails too. A
+    failing test the mutant passes is failed for another reason, and keeps its own message alone."""
+    matches = matching_mistakes(impl, task)
+    if not matches:
+        return {}
+    explained = mutant_fails(matches[0], task)
+    hint = find_mistake(matches[0].name).hint
+    return {name: hint for name in failing if name in explained}

@@ -395,14 +395,16 @@ def run_hidden_suite(impl, *, student: str, assignment: str = "week7", tasks: Op
     if hints:
         timing_gate.pause_point()
         with one_torch_thread():
-            _attach_hints(impl, tests)
+            attach_hints(impl, tests)
     score = sum(t["points"] for t in tests)
     max_score = sum(t["max_points"] for t in tests)
     return {"student": student, "assignment": assignment, "score": float(score), "max_score": float(max_score),
             "tests": tests}
 
 
-def _attach_hints(impl, tests: list[dict]) -> None:
+def attach_hints(impl, tests: list[dict]) -> None:
+    """Add a "hint" to each failing test that the known mistake matched by ``impl``'s fingerprint
+    explains (grader/bertlab_grader/grading/hints.py); never raises."""
     # A sandboxed submission's hung functions are not called again for hints (no points ride on them).
     no_retry = getattr(impl, "no_retry_of_hung_calls", contextlib.nullcontext)
     with no_retry():
@@ -410,19 +412,19 @@ def _attach_hints(impl, tests: list[dict]) -> None:
 
 
 def _diagnose_failing_tasks(impl, tests: list[dict]) -> None:
-    from bertlab_grader.grading.hints import diagnose
+    from bertlab_grader.grading.hints import diagnose_failures
 
     for task in dict.fromkeys(t["task"] for t in tests):
         failing = [t for t in tests if t["task"] == task and t["outcome"] in ("failed", "error")]
         if not failing:
             continue
         try:
-            hint = diagnose(impl, task)
+            hints = diagnose_failures(impl, task, [t["name"] for t in failing])
         except Exception:  # noqa: BLE001 - a hint is a bonus; never let it cost a grade
-            hint = None
-        if hint:
-            for t in failing:
-                t["hint"] = scrub(hint)
+            hints = {}
+        for t in failing:  # only the tests the matched mistake explains (its mutant fails them too)
+            if hints.get(t["name"]):
+                t["hint"] = scrub(hints[t["name"]])
 
 
 def max_points_by_task(tasks: Optional[Iterable[str]] = None) -> dict[str, float]:

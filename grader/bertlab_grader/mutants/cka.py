@@ -33,6 +33,24 @@ MUTANTS = (
     Mutant("cka_no_float64", "cka", "cka.py",
            "computes in the input dtype instead of float64",
            (("    M = M.detach().to(torch.float64)\n", "    M = M.detach()\n"),)),
+    Mutant("cka_float32", "cka", "cka.py",
+           "converts X and Y to float32 (not float64) before centering",
+           (("    M = M.detach().to(torch.float64)\n    return M - M.mean(dim=0, keepdim=True)",
+             "    M = M.detach().to(torch.float32)\n    return M - M.mean(dim=0, keepdim=True)"),
+            ("    raw_norm = torch.linalg.norm(torch.as_tensor(raw).detach().to(torch.float64))",
+             "    raw_norm = torch.linalg.norm(torch.as_tensor(raw).detach().to(torch.float32))"),
+            ("        hsic = torch.empty(L, L, dtype=torch.float64)", "        hsic = torch.empty(L, L, dtype=torch.float32)"),
+            ("    result[:, undefined] = float(\"nan\")\n    return result",
+             "    result[:, undefined] = float(\"nan\")\n    return result.double()"))),
+    Mutant("cka_zscored", "cka", "cka.py",
+           "standardises each column (z-scores) instead of only centering it",
+           (("    M = M.detach().to(torch.float64)\n    return M - M.mean(dim=0, keepdim=True)",
+             "    M = M.detach().to(torch.float64)\n"
+             "    return (M - M.mean(dim=0, keepdim=True)) / M.std(dim=0, keepdim=True).clamp(min=1e-12)"),)),
+    Mutant("cka_mixed_n", "cka", "cka.py",
+           "scales the cross term by 1/(n - 1)^2 and the self terms by 1/n^2 (covariances with mixed n)",
+           (("    cka = (cross / (self_x * self_y)).item()",
+             "    cka = ((cross / (n - 1) ** 2) / ((self_x / n) * (self_y / n))).item()"),)),
     Mutant("cka_returns_tensor", "cka", "cka.py",
            "linear_cka returns a 0-d tensor instead of a Python float",
            (("    cka = (cross / (self_x * self_y)).item()", "    cka = cross / (self_x * self_y)"),
@@ -267,4 +285,10 @@ def fingerprint(impl) -> dict:
     record["matrix_empty"] = outcome(lambda: cka.cka_matrix([]))
     record["in_place_call"] = outcome(lambda: cka.linear_cka(x_in, Y.double().clone()))
     record["in_place_input"] = normalise(x_in)
+    # float64 columns with a large offset and a small spread: float32 arithmetic anywhere loses them (off
+    # by far more than the 1e-4 a fingerprint tolerates), float64 arithmetic does not.
+    offset_x = torch.randn(40, 4, generator=g, dtype=torch.float64) * 0.1 + 1e5
+    offset_y = (offset_x - 1e5) @ torch.randn(4, 3, generator=g, dtype=torch.float64) \
+        + 0.05 * torch.randn(40, 3, generator=g, dtype=torch.float64) - 2e5
+    record["offset"] = outcome(lambda: cka.linear_cka(offset_x.clone(), offset_y.clone()))
     return record

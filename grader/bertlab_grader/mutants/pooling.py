@@ -35,6 +35,14 @@ MUTANTS = (
            (("    summed = torch.bmm(weights.unsqueeze(1), hidden_states.to(compute_dtype)).squeeze(1)  # [B, D]",
              "    hidden_states.mul_(weights.unsqueeze(-1).to(hidden_states.dtype))  # zero the padding\n"
              "    summed = hidden_states.to(compute_dtype).sum(dim=1)"),)),
+    Mutant("pool_mask_in_place", "pooling", "pooling.py",
+           "turns the mask into weights that sum to 1 with an in-place division: a float mask of the compute "
+           "dtype is the caller's own tensor, and is divided",
+           (("    weights = (attention_mask != 0).to(compute_dtype)  # [B, T]; nonzero counts as \"real token\"",
+             "    weights = attention_mask.to(compute_dtype)  # the caller's mask itself when it is float already\n"
+             "    weights /= weights.sum(dim=1, keepdim=True).clamp(min=1.0)"),
+            ("    counts = weights.sum(dim=1, keepdim=True).clamp(min=1.0)  # [B, 1]; all-padding rows -> 0 / 1",
+             "    counts = torch.ones_like(weights[:, :1])  # the weights are divided already"))),
     Mutant("pool_bool_mask_crash", "pooling", "pooling.py",
            "uses 1 - mask, which fails for a bool mask",
            (("    weights = (attention_mask != 0).to(compute_dtype)",
@@ -249,6 +257,9 @@ def fingerprint(impl) -> dict:
     record["mismatch"] = outcome(lambda: pool(hidden.clone(), torch.ones(3, 6, dtype=torch.long)))
     record["in_place_call"] = outcome(lambda: pool(h_in, mask.clone()))
     record["in_place_input"] = normalise(h_in)
+    m_in = mask.float()  # a float32 mask: `.to(torch.float32)` inside returns this very tensor
+    record["mask_in_place_call"] = outcome(lambda: pool(hidden.clone(), m_in))
+    record["mask_in_place_input"] = normalise(m_in)
     record["gradient"] = outcome(lambda: _pool_gradient_flags(impl, hidden[:2], mask[:2]))
     return record
 

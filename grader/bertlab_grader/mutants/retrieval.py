@@ -106,6 +106,11 @@ MUTANTS = (
            "normalises the caller's query tensor in place",
            (("    queries = F.normalize(queries.to(dtype), dim=1)",
              "    queries = queries.to(dtype)\n    queries /= torch.linalg.vector_norm(queries, dim=1, keepdim=True).clamp(min=1e-12)"),)),
+    Mutant("ret_corpus_normalised_in_place", "retrieval", "retrieval.py",
+           "normalises each corpus block in place: a block of the caller's corpus in its own dtype is a view",
+           (("        inverse_norms = torch.linalg.vector_norm(block, dim=1).clamp(min=1e-12).reciprocal()",
+             "        block /= torch.linalg.vector_norm(block, dim=1, keepdim=True).clamp(min=1e-12)\n"
+             "        inverse_norms = torch.ones(block.shape[0], dtype=dtype)"),)),
     # Hostile: form without substance. Both must earn 0 in retrieval (every form point needs a right answer).
     Mutant("ret_constant", "retrieval", "retrieval.py",
            "semantic_search validates its input, then returns the first k rows with score 0 (well-shaped, wrong)",
@@ -340,6 +345,9 @@ def fingerprint(impl) -> dict:
     record["k0"] = outcome(lambda: search(queries.clone(), corpus.clone(), top_k=0))
     record["in_place_call"] = outcome(lambda: search(q_in, corpus.clone(), top_k=2))
     record["in_place_input"] = normalise(q_in)
+    c_in = corpus.clone()
+    record["corpus_in_place_call"] = outcome(lambda: search(queries.clone(), c_in, top_k=2))
+    record["corpus_in_place_input"] = normalise(c_in)
     encoder = _CountingEncoder()
 
     def index_run():

@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Optional, Protocol, Sequence
 
 from bertlab.check import guard
 from bertlab.check.events import CODE_ENV, DEFAULT_TEST_TIMEOUT, PUBLIC_TESTS, PUBLIC_TESTS_CONFIG, REPORT_ENV, TIMEOUT_ENV
+from bertlab.mistakes import find as find_mistake, named_in
 
 # A task's status in a run (see the package's docstring).
 PASSED, FAILED, NOT_STARTED, NOT_RUN, NO_TESTS = "passed", "failed", "not started", "not run", "no tests"
@@ -79,10 +80,13 @@ class TaskReport:
 
     @property
     def first_failure(self) -> Optional[TestResult]:
-        """The failure to show: a real one (wrong value, exception) before a remaining stub."""
+        """The failure to show: a real one (wrong value, exception) before a remaining stub, and among
+        the real ones the first whose message names a known mistake of a task (a cause a check
+        confirmed, bertlab.mistakes.named_in) before one that only describes a symptom."""
         failures = self.failures
         real = [t for t in failures if not t.stub]
-        return (real or failures or [None])[0]
+        naming = [t for t in real if any(find_mistake(m).task for m in named_in(t.message))]
+        return (naming or real or failures or [None])[0]
 
     def as_record(self) -> dict:
         return {"status": self.status, "passed": self.passed, "total": self.total}

@@ -24,6 +24,18 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake("cka_no_float64", "cka", "not computed in float64",
             "Your CKA loses precision on half-precision or large-offset inputs: convert X and Y to float64 "
             "(X.to(torch.float64)) before centering."),
+    Mistake("cka_float32", "cka", "computed in float32",
+            "Your CKA is computed in float32 (e.g. X.float(), or torch.as_tensor(X, dtype=torch.float32)): "
+            "float32 keeps about 7 digits, so around a large column mean the small differences that CKA "
+            "compares are lost. Convert X and Y with X.to(torch.float64) and keep every step in float64."),
+    Mistake("cka_zscored", "cka", "columns standardised, not only centered",
+            "Your CKA divides each column by its standard deviation (z-scores) before the products: linear "
+            "CKA only CENTERS the columns (subtracts their means); rescaling each feature changes the "
+            "answer. Remove the division by X.std(0)."),
+    Mistake("cka_mixed_n", "cka", "n and n - 1 mixed",
+            "Your CKA divides the cross term and the two self terms by different counts (n - 1 in one place, "
+            "n in another): as covariances they would cancel only with the SAME factor. Either drop the "
+            "1/n factors (the formula has none) or use the same one everywhere."),
     Mistake("cka_returns_tensor", "cka", "a tensor instead of a Python float",
             "Your linear_cka returns a tensor: convert the result with .item() (or float(...)) so callers "
             "get a Python float."),

@@ -25,6 +25,10 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake("pool_in_place", "pooling", "hidden_states changed in place",
             "Your pooling changes its input: an in-place op (mul_, masked_fill_, *=) on hidden_states "
             "overwrites the caller's tensor. Build new tensors."),
+    Mistake("pool_mask_in_place", "pooling", "the mask changed in place",
+            "Your pooling changes the caller's attention_mask: `mask.to(dtype)` returns the mask itself when "
+            "it has that dtype already, so an in-place division (`weights /= weights.sum(...)`) divides the "
+            "caller's mask. Divide out of place: `weights = weights / counts`."),
     Mistake("pool_bool_mask_crash", "pooling", "a bool mask not supported",
             "Your pooling fails on a bool mask (1 - mask is not defined for bool): convert the mask to the "
             "compute dtype first, or test mask != 0."),

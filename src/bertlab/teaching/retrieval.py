@@ -68,6 +68,10 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake("ret_normalise_in_place", "retrieval", "inputs normalised in place",
             "Your search changes its inputs: an in-place division (/=) normalises the caller's embeddings. "
             "Use F.normalize, which returns a new tensor."),
+    Mistake("ret_corpus_normalised_in_place", "retrieval", "the corpus normalised in place",
+            "Your search changes the caller's corpus: `corpus[a:b].to(dtype)` is a view of the caller's tensor "
+            "when the dtype already matches, so an in-place division (`block /= block.norm(...)`) normalises "
+            "the caller's embeddings. Use F.normalize(block, dim=1), which returns a new tensor."),
     Mistake("ret_not_normalised", "retrieval", "raw dot products",
             "Your scores are raw dot products, not cosines: normalise the query and the corpus vectors "
             "(divide by their norms)."),
