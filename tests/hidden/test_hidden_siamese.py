@@ -300,8 +300,9 @@ def _training_problem(report: dict, what: str) -> str:
     if cut:
         side, other = cut[0], "b" if cut[0] == "a" else "a"
         return (f"A loss on {what} reaches the shared encoder through side {other} but not through side {side} "
-                f"(the embeddings of the words only side {side} uses got no gradient). "
-                f"{mistake_hint('sbert_detach_branch_b')}")
+                f"(the embeddings of the words only side {side} uses got no gradient). Both sentences must go "
+                f"through the same self.encoder with gradients on: look on side {side}'s path for a .detach(), a "
+                "torch.no_grad() or a second copy of the encoder.")  # the symptom and where to look: any of the three cuts it
     return ""
 
 

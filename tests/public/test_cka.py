@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bertlab.assertions import CKA_ATOL, CKA_ROUND_OFF, CKA_RTOL  # the tolerances both suites share
-from bertlab.assertions import (check_close, check_shape, check_tensor, expect_value_error, name_mistake,
-                            property_settings, tensor_result)
+from bertlab.assertions import (check_close, check_shape, check_tensor, describe_change, expect_value_error, formula_recheck,
+                            name_mistake, precision_diagnosis, property_settings, tensor_result)
 
 pytestmark = pytest.mark.cka
 
@@ -79,9 +79,16 @@ pairs = st.builds(
 )
 
 
-def cka_of(impl, X, Y, what: str) -> float:
-    """Call linear_cka and check type, NaN, range: a Python float in [0, 1] up to round-off."""
-    value = impl.cka.linear_cka(X, Y)
+def own_copy(value):
+    """A copy of a tensor or array: what the code under test gets, so that the test's own inputs stay
+    untouched for the expected answer whatever the code does to its arguments."""
+    return value.clone() if isinstance(value, torch.Tensor) else np.array(value, copy=True)
+
+
+def cka_of(impl, X, Y, what: str, *, own_copies: bool = True) -> float:
+    """Call linear_cka (on copies of X and Y unless ``own_copies`` is False: the inputs-unchanged test)
+    and check type, NaN, range: a Python float in [0, 1] up to round-off."""
+    value = impl.cka.linear_cka(*((own_copy(X), own_copy(Y)) if own_copies else (X, Y)))
     if isinstance(value, torch.Tensor) or not isinstance(value, float):
         pytest.fail(f"{what}: linear_cka returned {type(value).__name__} {value!r}; expected a Python float. "
                     "Convert at the end with float(...) or .item().", pytrace=False)
@@ -97,10 +104,13 @@ def cka_of(impl, X, Y, what: str) -> float:
     return value
 
 
-def diagnose(value: float, X, Y, defined: bool = False) -> str:
+def diagnose(value: float, X, Y, defined: bool = False, *, impl=None, expected: float = math.nan,
+             inputs: tuple = ()) -> str:
     """Name the classic mistake (bertlab/mistakes.py) whose formula gives ``value`` on (X, Y), if one
-    does; otherwise a neutral hint. X [n, d1], Y [n, d2] float64 arrays. ``defined``: the inputs have
-    variance, so a nan is a 0/0 of the code's own making."""
+    does; else, with ``impl`` and the right ``expected`` value, what a rerun of linear_cka on float64
+    copies of ``inputs`` (the arguments as given, default X and Y) shows about the precision; otherwise a
+    neutral hint that names no cause. X [n, d1], Y [n, d2] float64 arrays. ``defined``: the inputs
+    have variance, so a nan is a 0/0 of the code's own making."""
     with np.errstate(invalid="ignore", divide="ignore"):  # a wrong variant may well be 0/0 (nan): it matches
         known = name_mistake(value, {                       # only a nan result then
             "cka_no_centering": numpy_cka(X, Y, center=False),
@@ -111,11 +121,15 @@ def diagnose(value: float, X, Y, defined: bool = False) -> str:
         }, tol=1e-6)
     if known:
         return known
+    if impl is not None and not math.isnan(expected):
+        confirmed = precision_diagnosis(impl.cka.linear_cka, *(inputs or (X, Y)), expected, ATOL + RTOL * abs(expected))
+        if confirmed:
+            return confirmed
     if defined:
         return ("Find the 0/0 or the overflow: check which norm is 0, and that the zero-variance test fires "
                 "only when every row is the same vector (compare the centered norm with a small fraction of the "
                 "raw norm).")
-    return "Compute in float64 (X.double()), center columns (dim=0), and follow the formula term by term."
+    return formula_recheck("the centering: subtract each column's mean (dim=0) from X and from Y, in float64")
 
 
 def check_cka(impl, X, Y, what: str) -> None:
@@ -123,7 +137,8 @@ def check_cka(impl, X, Y, what: str) -> None:
     expected = numpy_cka(numpy_of(X), numpy_of(Y))
     if abs(value - expected) > ATOL + RTOL * abs(expected):
         pytest.fail(f"{what}: linear_cka gave {value!r}; the formula gives {expected!r} "
-                    f"(X {list(X.shape)}, Y {list(Y.shape)}). {diagnose(value, numpy_of(X), numpy_of(Y))}",
+                    f"(X {list(X.shape)}, Y {list(Y.shape)}). "
+                    f"{diagnose(value, numpy_of(X), numpy_of(Y), impl=impl, expected=expected, inputs=(X, Y))}",
                     pytrace=False)
 
 
@@ -153,8 +168,8 @@ def test_linear_cka_computes_in_float64(impl, dtype):
     expected = numpy_cka(numpy_of(X16), numpy_of(Y16))
     if abs(value - expected) > ATOL + RTOL * expected:
         pytest.fail(f"{dtype} inputs: linear_cka gave {value!r}; in float64 the formula gives {expected!r}. "
-                    f"{diagnose(value, numpy_of(X16), numpy_of(Y16))} The task says 'computed in float64': "
-                    "convert both inputs to float64 before centering.", pytrace=False)
+                    f"{diagnose(value, numpy_of(X16), numpy_of(Y16), impl=impl, expected=expected, inputs=(X16, Y16))}",
+                    pytrace=False)
 
 
 @property_settings(max_examples=25)
@@ -266,14 +281,18 @@ def test_linear_cka_leaves_inputs_unchanged(impl):
     X, Y = make_pair(seed=9, n=15, d1=5, d2=4, shared=0.5)
     x, y = X.double(), numpy_of(Y)
     x_before, y_before = x.clone(), y.copy()
-    value = cka_of(impl, x, y, "float64 tensor X, float64 ndarray Y")
-    if not torch.equal(x, x_before) or not np.array_equal(y, y_before):
-        pytest.fail("linear_cka changed its inputs: after the call, the caller's X or Y holds different values. "
-                    "Center copies (Xc = X - X.mean(dim=0, keepdim=True)), never the inputs in place.", pytrace=False)
+    value = cka_of(impl, x, y, "float64 tensor X, float64 ndarray Y", own_copies=False)
+    changed = [describe_change(name, before, now) for name, now, before in
+               (("X (a float64 tensor)", x, x_before), ("Y (a float64 NumPy array)", y, y_before))]
+    changed = [c for c in changed if c]
+    if changed:
+        pytest.fail(f"linear_cka changed its inputs in place: {' '.join(changed)} Center copies "
+                    "(Xc = X - X.mean(dim=0, keepdim=True)), never the inputs in place.", pytrace=False)
     expected = numpy_cka(x_before.numpy(), y_before)
     if abs(value - expected) > ATOL + RTOL * abs(expected):
         pytest.fail(f"float64 tensor X, float64 ndarray Y: linear_cka gave {value!r}; the formula gives {expected!r}. "
-                    f"{diagnose(value, x_before.numpy(), y_before)}", pytrace=False)
+                    f"{diagnose(value, x_before.numpy(), y_before, impl=impl, expected=expected, inputs=(x_before.clone(), y_before.copy()))}",
+                    pytrace=False)
 
 
 @pytest.mark.parametrize("case", ["X is 1-D", "X is 3-D", "Y is 1-D", "n differs", "n is 1"])

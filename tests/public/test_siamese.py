@@ -167,7 +167,9 @@ def test_training_reaches_the_one_encoder_through_both_sides(impl):
              + mistake_hint("sbert_wraps_a_copy"))
     if cut:
         fail(f"A loss on forward's scores reaches the encoder through one side but not through side {cut[0]} (the "
-             f"embeddings of the words only side {cut[0]} uses got no gradient). " + mistake_hint("sbert_detach_branch_b"))
+             f"embeddings of the words only side {cut[0]} uses got no gradient). Both sentences must go through the "
+             f"same self.encoder with gradients on: look on side {cut[0]}'s path for a .detach(), a torch.no_grad() "
+             "or a second copy of the encoder.")
 
 
 def test_minilm_scores_the_lessons_similar_pairs_above_the_unrelated_one(impl, minilm):
