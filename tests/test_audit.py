@@ -96,10 +96,24 @@ def test_a_fingerprint_that_matches_no_known_mistake_stops_at_its_first_differen
             "after the first answer that no known mistake gives, the rest cannot change the answer")
 
 
+def test_a_foreign_diagnosis_fails_the_audit_as_a_missed_mutant_does():
+    from bertlab_grader.authoring.audit import Row, _judge
+
+    told_right = Row("cka_no_centering", "mutant", "cka", lost={"cka": 3.0}, hint="ok", named_own=True)
+    _judge(told_right)
+    assert told_right.ok and told_right.verdict == "caught"
+    blamed = Row("cka_zscored", "mutant", "cka", lost={"cka": 3.0}, hint="ok",
+                 foreign=("test_linear_cka_matches_reference: cka_no_float64",))
+    _judge(blamed)
+    assert not blamed.ok and "FOREIGN diagnosis: test_linear_cka_matches_reference: cka_no_float64" in blamed.verdict
+
+
 def test_audit(capsys):
     """`bertlab audit` over the whole bank: every mutant caught in its own task only, every variant
-    full marks outside performance, every hint recognised (exit code 0), and the table printed."""
+    full marks outside performance, every hint recognised, no message or hint naming a mistake the
+    entry does not make (exit code 0), and the table printed."""
     code = run_audit(workers=2)
     table = capsys.readouterr().out
     assert code == 0, table
-    assert "caught" in table and "MISSED" not in table
+    assert "caught" in table and "MISSED" not in table and "FOREIGN" not in table
+    assert "Messages: 0 foreign diagnosis(es)" in table
