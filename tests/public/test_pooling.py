@@ -165,9 +165,13 @@ def test_output_keeps_the_input_dtype(impl, dtype):
     check_pool(impl, hidden, mask, f"{dtype} hidden states")
 
 
-def test_inputs_are_not_modified(impl):
+@pytest.mark.parametrize("mask_dtype", [torch.int64, torch.float32])
+def test_inputs_are_not_modified(impl, mask_dtype):
+    # A float32 mask too: `mask.to(torch.float32)` returns the caller's mask itself then, so an in-place
+    # step on the weights after it (`weights /= counts`) reaches the caller's tensor.
     hidden, mask = make_batch(seed=4, B=3, T=6, D=4)
     mask[2, 1:] = 0  # padding to zero out, if the code does it in place
+    mask = mask.to(mask_dtype)
     hidden_before, mask_before = hidden.clone(), mask.clone()
     result = impl.pooling.masked_mean_pool(hidden, mask)
     for name, now, before in (("hidden_states", hidden, hidden_before), ("attention_mask", mask, mask_before)):

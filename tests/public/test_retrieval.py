@@ -166,9 +166,16 @@ def check_exact(impl, queries, corpus, top_k: int, what: str, *, pass_top_k: boo
     expected_scores, expected_indices = brute_force(queries, corpus, min(top_k, corpus.shape[0]))
     dot_products = torch.atleast_2d(queries).double() @ corpus.double().T
 
+    q64, c64 = torch.atleast_2d(queries).double(), corpus.double()
+    query_raw = q64 @ F.normalize(c64, dim=1).T    # what a search that normalises only the corpus scores
+    corpus_raw = F.normalize(q64, dim=1) @ c64.T   # ... only the queries
+
     def diagnose(actual):
-        known = name_mistake(actual, {
-            "ret_not_normalised": torch.sort(dot_products, dim=1, descending=True).values[:, : actual.shape[1]],
+        k = actual.shape[1]
+        known = name_mistake(actual, {  # silent where two of them give the same scores (name_mistake)
+            "ret_not_normalised": torch.sort(dot_products, dim=1, descending=True).values[:, :k],
+            "ret_query_not_normalised": torch.sort(query_raw, dim=1, descending=True).values[:, :k],
+            "ret_corpus_not_normalised": torch.sort(corpus_raw, dim=1, descending=True).values[:, :k],
         }, tol=1e-4)
         return known or "Scores must be cosines of the best k corpus rows."
 
