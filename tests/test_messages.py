@@ -153,3 +153,19 @@ def test_a_hint_goes_only_on_the_tests_the_mutant_fails_too():
     assert set(hints) == set(explained)
     assert all(text == mistake("pool_sum").hint for text in hints.values())
     assert diagnose_failures(load_implementation("reference"), "pooling", ["anything"]) == {}
+
+
+def test_check_gives_the_nan_hint_only_for_a_result_that_holds_a_nan():
+    from pathlib import Path
+
+    from bertlab.check.hints import hint_for
+    from bertlab.check.run import TestResult
+
+    def shown(message: str) -> str:
+        return hint_for("cka", TestResult(nodeid="t::a", name="a", task="cka", outcome="failed", message=message),
+                        Path("/nonexistent"))
+
+    assert shown("linear_cka(X, Y) contains NaN (first at index [0]).").startswith(hint("nan_result"))
+    assert shown("linear_cka returned nan, but neither input has zero variance").startswith(hint("nan_result"))
+    # A nan was owed and a number came back: the opposite mistake, so not the 0/0 hint.
+    assert hint("nan_result") not in shown("CKA is 0/0 (undefined); expected nan, got 0.0.")

@@ -30,7 +30,8 @@ _MESSAGE_MISTAKES = [
     (re.compile(r"should be a torch\.Tensor|should be a (Python )?float"), "wrong_type"),
     (re.compile(r"has shape"), "wrong_shape"),
     (re.compile(r"has dtype"), "wrong_dtype"),
-    (re.compile(r"\bNaN\b|\bnan\b"), "nan_result"),
+    # A result that holds a NaN; not "expected nan, got 0.3" (the opposite: a nan was owed).
+    (re.compile(r"contains NaN|\bis nan\b|returned nan\b|got nan\b|\bgave nan\b"), "nan_result"),
     (re.compile(r"\bTypeError\b"), "input_type_not_handled"),
 ]
 
