@@ -17,7 +17,12 @@ the forbidden [Q, N] matrix, and passes the 30 s limit of a call at a million ro
 that slow was judged on its answer only) and now earn some speed points for that search (47x to 95x:
 nothing under the old bands, a little on the points curve); hostile_search_valueerror's memory
 message names the first call of the test as it is now ([32, 52,400]: the untimed warm-up call is
-gone). Messages the same within round-off keep their old digits.
+gone). Messages the same within round-off keep their old digits. Regenerated again for issue 42
+(messages that name a cause only where a check confirmed it): no outcome or point moved in either
+snapshot; in the outside bank, hostile_cka_constant's nine CKA messages now give the symptom and the
+first step to recheck instead of a cause (float64, the formula) that no check had confirmed, and
+wrong_sbert_two_encoders's one-side-cut message says where to look instead of quoting the detach
+mistake's hint.
 
 What may differ, and only this:
 

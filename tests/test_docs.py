@@ -235,3 +235,28 @@ def test_nothing_refers_to_files_outside_the_repo():
             continue
         hits += [f"{name}: {word}" for word in outside if word in text]
     assert not hits, f"references to files outside the repo: {hits}"
+
+
+def student_commands() -> list[str]:
+    """The commands of the student bundle's `bertlab`: those the student CLI adds, no plugin."""
+    import argparse
+
+    from bertlab.cli import add_student_commands
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    add_student_commands(sub)
+    return list(sub.choices)
+
+
+def test_pages_that_list_the_bundles_commands_list_them_all():
+    # "lists only `check` and `lesson`" outlived the day `submit` joined them: every sentence that says
+    # which commands the student bundle has names exactly the student CLI's commands.
+    listed = re.compile(r"(?:has only|lists only|student commands \()((?:\s*`[a-z-]+`,?(?:\s*and)?)+)")
+    want = sorted(student_commands())
+    found = 0
+    for page, text in doc_sources().items():
+        for match in listed.finditer(" ".join(text.split())):
+            found += 1
+            assert sorted(re.findall(r"`([a-z-]+)`", match.group(1))) == want, \
+                f"{page}: {match.group(0)!r} should name the student commands {want}"
+    assert found >= 4  # README, instructor guide, troubleshooting, architecture, commands

@@ -143,16 +143,17 @@ def test_feedback_says_part_for_a_speed_test_that_earned_some_points():
 
 def test_a_hint_goes_only_on_the_tests_the_mutant_fails_too():
     from bertlab_grader.grading.hints import diagnose_failures, mutant_fails
+    from bertlab_grader.grading.scoring import failing_test_names
     from bertlab_grader.mutants import load_bank
 
     entry = load_bank("pool_sum", kinds=("mutant",))[0]
     impl = load_directory(entry.path)
-    explained = mutant_fails(entry, "pooling")
+    explained = mutant_fails(entry, "pooling", failing_test_names)
     assert explained  # the mutant fails some pooling tests: those are what its hint explains
-    hints = diagnose_failures(impl, "pooling", sorted(explained) + ["a_test_the_mutant_passes"])
+    hints = diagnose_failures(impl, "pooling", sorted(explained) + ["a_test_the_mutant_passes"], failing_test_names)
     assert set(hints) == set(explained)
     assert all(text == mistake("pool_sum").hint for text in hints.values())
-    assert diagnose_failures(load_implementation("reference"), "pooling", ["anything"]) == {}
+    assert diagnose_failures(load_implementation("reference"), "pooling", ["anything"], failing_test_names) == {}
 
 
 def test_check_gives_the_nan_hint_only_for_a_result_that_holds_a_nan():

@@ -52,13 +52,14 @@ _README_REST = """\
 ## Set-up (Python 3.10 or newer; everything runs offline on a CPU)
 
 ```bash
-pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+pip install torch==2.13.0
 pip install -e .
 ```
 
-Install torch first, on its own, from PyTorch's CPU index: left to choose, pip may pull a
-multi-gigabyte GPU build. (Where your instructor's machine already holds the CPU wheel, plain
-`pip install torch==2.13.0` finds it.)
+Install torch first, on its own, pinned: the course machines (and any machine your instructor set up)
+hold its CPU build, and the pin finds it without the network. On your own machine with the network,
+where plain pip would pull a multi-gigabyte GPU build, take the CPU build from PyTorch's index
+instead: `pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu`.
 
 ## Check your work
 
@@ -186,7 +187,7 @@ def bundle_pyproject() -> str:
         "project": {
             "name": BUNDLE_DISTRIBUTION,
             "version": __version__,
-            "description": "bertlab, week 7, student bundle: the exercises, `bertlab check` and the lesson.",
+            "description": "bertlab, week 7, student bundle: the exercises, `bertlab check`, `bertlab submit` and the lesson.",
             "readme": "README.md",
             "requires-python": ">=3.10",
             "dynamic": ["dependencies"],

@@ -15,7 +15,7 @@ mutant that makes that mistake: it never quotes hidden test source or expected a
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from bertlab.mistakes import find as find_mistake
 
@@ -88,26 +88,27 @@ def remember_mutant_failures(name: str, task: str, failing: Iterable[str]) -> No
     _MUTANT_FAILURES[(name, task)] = frozenset(failing)
 
 
-def mutant_fails(entry, task: str) -> frozenset:
+#: grade(impl, task) -> the names of the hidden tests of ``task`` that ``impl`` fails (scoring.py's
+#: grading, passed in by its caller: this module is below the grading in the house).
+Grade = Callable[[object, str], Iterable[str]]
+
+
+def mutant_fails(entry, task: str, grade: Grade) -> frozenset:
     """The names of the hidden tests of ``task`` that the bank entry ``entry`` fails: graded once per
-    process, in process (the bank is the kit's own code; the sandbox is for students' code)."""
+    process by ``grade``, in process (the bank is the kit's own code; the sandbox is for students')."""
     key = (entry.name, task)
     if key not in _MUTANT_FAILURES:
-        from bertlab_grader.grading.scoring import run_hidden_suite  # scoring imports this module
-
-        result = run_hidden_suite(load_directory(entry.path), student=entry.name, tasks=[task], hints=False)
-        remember_mutant_failures(entry.name, task, (t["name"] for t in result["tests"]
-                                                    if t["outcome"] in ("failed", "error", "timeout")))
+        remember_mutant_failures(entry.name, task, grade(load_directory(entry.path), task))
     return _MUTANT_FAILURES[key]
 
 
-def diagnose_failures(impl, task: str, failing: Iterable[str]) -> dict[str, str]:
+def diagnose_failures(impl, task: str, failing: Iterable[str], grade: Grade) -> dict[str, str]:
     """{test name: hint} for the failing tests of ``task`` (names) that the known mistake
     ``impl``'s fingerprint matches explains: those the mutant that makes that mistake fails too. A
     failing test the mutant passes is failed for another reason, and keeps its own message alone."""
     matches = matching_mistakes(impl, task)
     if not matches:
         return {}
-    explained = mutant_fails(matches[0], task)
+    explained = mutant_fails(matches[0], task, grade)
     hint = find_mistake(matches[0].name).hint
     return {name: hint for name in failing if name in explained}

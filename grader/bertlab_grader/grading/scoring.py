@@ -419,12 +419,18 @@ def _diagnose_failing_tasks(impl, tests: list[dict]) -> None:
         if not failing:
             continue
         try:
-            hints = diagnose_failures(impl, task, [t["name"] for t in failing])
+            hints = diagnose_failures(impl, task, [t["name"] for t in failing], grade=failing_test_names)
         except Exception:  # noqa: BLE001 - a hint is a bonus; never let it cost a grade
             hints = {}
         for t in failing:  # only the tests the matched mistake explains (its mutant fails them too)
             if hints.get(t["name"]):
                 t["hint"] = scrub(hints[t["name"]])
+
+
+def failing_test_names(impl, task: str) -> list[str]:
+    """The names of the hidden tests of ``task`` that ``impl`` does not pass (no hints)."""
+    result = run_hidden_suite(impl, student="mutant", tasks=[task], hints=False)
+    return [t["name"] for t in result["tests"] if t["outcome"] != "passed"]
 
 
 def max_points_by_task(tasks: Optional[Iterable[str]] = None) -> dict[str, float]:
