@@ -20,7 +20,8 @@ import pytest
 
 from bertlab.handin.archive import write_archive
 from bertlab.handin.files import handin_files
-from bertlab.handin.manifest import MANIFEST_NAME, build_manifest, changed_files, file_digest, manifest_note
+from bertlab.handin.manifest import (MANIFEST_NAME, build_manifest, changed_files, checked_kit_files, file_digest,
+                                     kit_digest, manifest_note)
 from bertlab.handin.ways import HAND_IN_FILE, WAYS, hand_in_paragraph
 from bertlab.tasks import ASSIGNMENT, EXERCISE_FILES, EXERCISE_TASKS, EXERCISES
 from bertlab_grader.core.locations import REFERENCE_DIR
@@ -84,6 +85,23 @@ def test_the_manifest_names_each_file_by_its_sha256_and_finds_what_changed(tmp_p
     assert note.startswith("changed after it was checked: pooling.py") and "no points" in note
     (tmp_path / MANIFEST_NAME).write_text("{not json")
     assert manifest_note(tmp_path, list(files)) is None  # a broken manifest is ignored, never held against anyone
+
+
+def test_the_manifest_identifies_the_kit_checked_against_and_the_grader_says_when_it_differs(tmp_path):
+    files = {"cka.py": b"a = 1\n"}
+    manifest = build_manifest(files, {}, "9.9")
+    assert manifest["kit_digest"] == kit_digest() and manifest["kit_digest"].startswith("sha256:")
+    (tmp_path / "cka.py").write_bytes(files["cka.py"])
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(manifest))
+    assert manifest_note(tmp_path, list(files)) is None  # the same kit, the same files
+    # An adapted kit (a public test changed) under the same version number: another digest.
+    adapted = dict(checked_kit_files())
+    changed = tmp_path / "test_cka.py"
+    changed.write_bytes(adapted["public_tests/test_cka.py"].read_bytes() + b"\n# one more check\n")
+    adapted["public_tests/test_cka.py"] = changed
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps({**manifest, "kit_digest": kit_digest(adapted)}))
+    note = manifest_note(tmp_path, list(files))
+    assert note.startswith("checked against another kit than the course's (bertlab 9.9") and "no points" in note
 
 
 def test_the_archive_replaces_the_old_one_only_when_complete(tmp_path, monkeypatch):

@@ -89,6 +89,16 @@ def test_bundle_holds_what_a_student_needs(bundle):
     assert files["HAND-IN.md"].decode().startswith("Hand in: upload week7-submission.zip")
 
 
+def test_the_bundle_checks_against_the_same_kit_digest_as_the_kit(bundle):
+    # A student's MANIFEST.json names the kit by a digest of the registry and the public tests: the
+    # bundle's copies must give the digest of the kit it was released from.
+    from bertlab.handin.manifest import checked_kit_files, kit_digest
+
+    in_bundle = {name: bundle / "src" / "bertlab" / name for name in checked_kit_files()}
+    assert all(path.is_file() for path in in_bundle.values()), sorted(in_bundle)
+    assert kit_digest(in_bundle) == kit_digest()
+
+
 def test_bundle_holds_nothing_instructor_only(bundle):
     files = bundle_files(bundle)
     for name in files:
