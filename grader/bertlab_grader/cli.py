@@ -35,12 +35,19 @@ def _course_settings(args):
 
 
 def _cmd_grade(args) -> int:
+    from bertlab.errors import UsageError
     from bertlab_grader.course.runner import RunOptions, grade_course
 
-    return grade_course(_course_settings(args),
-                        RunOptions(workers=args.workers, regrade=tuple(args.regrade or ()),
-                                   regrade_all=args.regrade_all, retime=args.retime,
-                                   scheduler=args.scheduler, cluster=args.cluster))
+    options = RunOptions(workers=args.workers, regrade=tuple(args.regrade or ()), regrade_all=args.regrade_all,
+                         retime=args.retime, scheduler=args.scheduler, cluster=args.cluster)
+    if args.watch:
+        if options.on_cluster:
+            raise UsageError("--watch grades on this machine's warm workers: leave out --scheduler/--cluster "
+                             "(a cluster is for batches; docs/cluster.md)")
+        from bertlab_grader.course.watch import watch_course
+
+        return watch_course(_course_settings(args), options)
+    return grade_course(_course_settings(args), options)
 
 
 def _cmd_grade_one(args) -> int:
@@ -124,6 +131,9 @@ def register(sub) -> None:
     p.add_argument("--retime", action="store_true",
                    help="time every submission graded now again, instead of reusing the speed measured "
                         "for identical files (COURSE/.bertlab/timings-<assignment>.json)")
+    p.add_argument("--watch", action="store_true",
+                   help="after grading what is pending, keep the workers warm and grade each new or changed "
+                        "hand-in seconds after it arrives, until Ctrl-C")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="grade on the Dask workers of this scheduler (tcp://HOST:PORT or tls://...; "

@@ -407,7 +407,7 @@ def generate_feedback(course_dir: str | os.PathLike, assignment: str = "week7", 
 
 
 def export_and_feedback(settings: CourseSettings, students: list[str] | None = None, processes: int = 1,
-                        timeout: float = 600) -> tuple[Path, Path]:
+                        timeout: float = 600, feedback_of: str | None = None) -> tuple[Path, Path]:
     """``nbgrader export`` and ``nbgrader generate_feedback``, run side by side; the feedback split over
     ``processes`` nbgrader processes, each excluding the other parts' ``students``
     (``--CourseDirectory.student_id_exclude``). Returns (grades.csv, feedback folder).
@@ -418,6 +418,9 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
     and two feedback processes side by side 4.9 s, against 6.4 s with one, on 2 busy cores). The
     feedback is the same, file for file, as one ``nbgrader generate_feedback`` writes
     (tests/test_course.py).
+
+    ``feedback_of``: render the feedback of that one student only (`bertlab grade --watch`, after each
+    hand-in: the others' feedback has not changed); the export still lists everyone.
     """
     course_dir, assignment, db_url = settings.root, settings.assignment, settings.db_url
     _check_name("assignment", assignment)
@@ -426,6 +429,9 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
     dest = course_dir / "grades.csv"
     commands = [["export", f"--to={dest}", *_db_args(db_url)]]
     students = sorted(students or ())
+    if feedback_of is not None:
+        _check_name("student", feedback_of)
+        students = []  # one part, for one student (below)
     parts = max(1, min(processes, len(students) // 25))
     if any("," in s for s in students):  # the exclude list is comma-separated: do not split then
         parts = 1
@@ -435,6 +441,8 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
     launch = []
     for k in range(parts):
         args = ["generate_feedback", assignment, "--force", *_db_args(db_url)]
+        if feedback_of is not None:
+            args.append(f"--student={feedback_of}")
         prefix = []
         if parts > 1:
             others = [s for i, s in enumerate(students) if i % parts != k]

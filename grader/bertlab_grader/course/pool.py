@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import threading
 import time
 from multiprocessing import forkserver
@@ -65,6 +66,10 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
     ``timings``: the course's timing record (grader/bertlab_grader/performance/record.py), or None to keep none: each
     distinct submission is timed once, and identical files reuse that measurement.
     """
+    # Ctrl-C in the terminal reaches the whole process group: the main process decides what stops
+    # (it records what was graded, then stops the workers); a worker stopped by it mid-job would only
+    # print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Imported here, in the worker: the main process never imports pytest or the sandbox's client.
     from bertlab_grader.grading.prepared import PreparedGrader
     from bertlab_grader.grading.scoring import warm_up
@@ -166,12 +171,13 @@ def start_workers(n: int, settings: CourseSettings, timings: Path | None = None)
     return [_Worker(ctx, settings, slot, gate, where) for slot in range(n)]
 
 
-def _pool_results(submissions, pool: list[_Worker]):
+def _pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
     """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
     workers of ``pool`` finish; a worker that dies is replaced and its job tried once more.
     The last submissions are graded in parts on several workers at once (``course/schedule.py``).
     Raises RunStopped when a worker cannot start or fails its preflight. The workers are stopped at
-    the end."""
+    the end, unless ``keep_workers`` (`bertlab grade --watch`: the same warm workers grade the next
+    hand-in; they are stopped all the same when this stops early, by an exception or an interrupt)."""
     ctx = _context()
     schedule = Schedule(submissions, len(pool))
     try:
@@ -220,7 +226,10 @@ def _pool_results(submissions, pool: list[_Worker]):
                         raise RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
                     w.kill()
                     pool[i] = _Worker(ctx, w.settings, w.slot, w.gate, w.timings)
-    finally:
+    except BaseException:
+        stop_workers(pool)
+        raise
+    if not keep_workers:
         stop_workers(pool)
 
 

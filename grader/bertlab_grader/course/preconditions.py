@@ -68,9 +68,10 @@ def require_graded_assignment(course: Path, assignment: str, db_url: str | None)
                          f"`bertlab grade {course} --assignment {assignment}`. Nothing was written.")
 
 
-def check_course_for_grading(settings: CourseSettings) -> None:
-    """What `bertlab grade` (and `bertlab doctor COURSE`) needs: the folder, submissions, the
+def check_course_for_grading(settings: CourseSettings, empty_ok: bool = False) -> None:
+    """What `bertlab grade` (and `bertlab doctor COURSE`) needs: the folder, submissions (an empty
+    submitted/ with ``empty_ok``: `bertlab grade --watch` waits for the first hand-in), the
     assignment, a gradebook that opens."""
     require_course_folder(settings.root, settings.assignment)
-    require_submissions(settings.root, settings.assignment)
+    require_submissions(settings.root, settings.assignment, empty_ok=empty_ok)
     require_known_assignment(settings.root, settings.assignment, settings.db_url)

@@ -82,7 +82,8 @@ class RunOptions:
     grading measures (benchmarks/repeat_grading.py measures the protocol's own spread with it).
     ``scheduler`` (a Dask scheduler's address) or ``cluster`` ("local:N"): grade on Dask workers
     (grader/bertlab_grader/cluster/, docs/cluster.md) instead of this machine's worker pool.
-    ``grade_copies_once=False``: grade every copy of the same files (the repeat-grading benchmark)."""
+    ``grade_copies_once=False``: grade every copy of the same files (the repeat-grading benchmark).
+    ``empty_ok``: an empty ``submitted/`` is no error (`bertlab grade --watch` waits for hand-ins)."""
 
     workers: int | None = None
     quiet: bool = False
@@ -93,6 +94,7 @@ class RunOptions:
     scheduler: str | None = None
     cluster: str | None = None
     grade_copies_once: bool = True
+    empty_ok: bool = False
 
     @property
     def on_cluster(self) -> bool:
@@ -118,7 +120,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions()) -> 
     from bertlab_grader.grading.scoring import max_points_by_task
 
     course, assignment = settings.root, settings.assignment
-    check_course_for_grading(settings)
+    check_course_for_grading(settings, empty_ok=options.empty_ok)
     # What every sandbox hides, worked out here, once, from the config as it stands before the gradebook
     # set-up below rewrites it; the workers receive it with the settings.
     settings.hidden_paths  # noqa: B018 - (a cached property: read for its keeping)
