@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import importlib.util
 import json
 from pathlib import Path
 from typing import Mapping, Optional
@@ -34,8 +35,6 @@ def file_digest(data: bytes) -> str:
 def checked_kit_files() -> dict[str, Path]:
     """What a check depends on, by a name that is the same in the kit and in the student bundle: the
     task registry (``tasks.py``) and every file of the public tests (``public_tests/<name>``)."""
-    import importlib.util
-
     registry = Path(importlib.util.find_spec("bertlab.tasks").origin)
     tests = Path(importlib.util.find_spec("bertlab.public_tests").origin).parent
     files = {"tasks.py": registry}
