@@ -251,8 +251,9 @@ def run_audit(only: Optional[str] = None, workers: Optional[int] = None, *, incl
     if check_hints:
         print(f"\nMessages: {sum(len(r.foreign) for r in rows)} foreign diagnosis(es) (a message or hint naming a "
               f"mistake the entry does not make) in {sum(bool(r.foreign) for r in rows)} entries; "
-              f"{sum(r.named_own for r in mutants)}/{len(mutants)} mutants are told their own mistake by name.",
-              file=out)
+              f"{sum(r.named_own for r in mutants)}/{len(mutants)} mutants are told their own mistake by name"
+              + (f" (not: {', '.join(r.name for r in mutants if not r.named_own)})" if not all(
+                  r.named_own for r in mutants) else "") + ".", file=out)
     print(f"\n{sum(r.verdict == 'caught' for r in mutants)}/{len(mutants)} mutants caught in their own task only; "
           f"{sum(r.ok for r in variants)}/{len(variants)} variants with full marks; "
           f"{len(bad)} problem(s); {elapsed:.0f} s with {workers} worker(s).", file=out)
