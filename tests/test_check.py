@@ -380,3 +380,61 @@ def test_hints_point_at_the_concept_page_of_the_task(tmp_path):
     assert f"explained in docs/concepts/{page}" in check.hint_for("siamese", test, tmp_path)
     for e in EXERCISES:  # and the kit's own docs have them all
         assert check.concept_page(KIT_ROOT, e.name) == f"docs/concepts/{e.concept}"
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Where a check writes, and a course's longer task names
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_check_with_dir_writes_only_its_progress_inside_that_folder(tmp_path):
+    """`bertlab check --dir mywork` (the exercise files, in a folder not called exercises) from
+    elsewhere: its progress goes into mywork/.bertlab, Hypothesis's notes into the kit's cache, and
+    nothing at all beside mywork or in the working directory (no .bertlab, .hypothesis, .benchmarks)."""
+    from bertlab.check.run import hypothesis_storage
+    from bertlab.tasks import EXERCISE_FILES
+
+    task = TASKS[1]
+    mywork, elsewhere, cache = tmp_path / "outer" / "mywork", tmp_path / "elsewhere", tmp_path / "cache"
+    mywork.mkdir(parents=True)
+    elsewhere.mkdir()
+    for name in EXERCISE_FILES:
+        shutil.copy(REFERENCE_DIR / name, mywork / name)
+    environ = {**os.environ, "BERTLAB_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "bertlab.cli", "check", "--task", task, "--dir", str(mywork)],
+                          cwd=elsewhere, env=environ, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [p.name for p in (tmp_path / "outer").iterdir()] == ["mywork"]
+    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in mywork.iterdir() if p.name.startswith(".")) == [".bertlab"]
+    assert json.loads((mywork / ".bertlab" / "progress.json").read_text())["tasks"][task]["status"] == "passed"
+    assert [p.name for p in cache.iterdir()] == [hypothesis_storage().name]
+    # A folder called exercises still belongs to the folder holding it (a bundle): its progress is kept there.
+    assert find_workspace(KIT_ROOT / "exercises").root == KIT_ROOT
+    assert find_workspace(mywork).root == mywork.resolve()
+
+
+def test_the_plain_table_and_the_live_marks_line_up_for_a_longer_task_name():
+    """A course may add a task with a longer name than the kit's own: the marks shown while the check
+    runs and the summary table are sized from the longest name, so their columns still line up."""
+    long_name = "sentence_contrastive_loss"
+    tasks = [TASKS[0], long_name]
+    events = [collected(*((t, f"test_{i}") for t in tasks for i in range(3)))]
+    events += [result(t, f"test_{i}") for t in tasks for i in range(3)]
+    run = check.summarise_events(KIT_ROOT, tasks, events + [{"event": "finished", "exitstatus": 0}], returncode=0)
+    out = io.StringIO()
+    display = check.PlainDisplay(out)
+    display.start(KIT_ROOT, tasks, "exercises/")
+    for event in events:
+        display.event(event["event"], event)
+    display.finish(run, None, verbose=False)
+    lines = out.getvalue().splitlines()
+    marks = [line for line in lines if line.endswith(" ...")]
+    assert [line.split()[0] for line in marks] == tasks and len({line.index("...") for line in marks}) == 1, marks
+    header = next(line for line in lines if line.startswith("task "))
+    rows = [line for line in lines if line.endswith(" passed") and "..." not in line]
+    assert [row.split()[0] for row in rows] == tasks, lines
+    # "passed" (the column) ends where each count ends; "status" starts where each status starts.
+    assert {row.index("3/3") + len("3/3") for row in rows} == {header.index("passed") + len("passed")}, lines
+    assert {row.rindex("passed") for row in rows} == {header.index("status")}, lines

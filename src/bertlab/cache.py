@@ -5,7 +5,8 @@ What it keeps: fine-tuning figures trained on this machine (``bertlab.finetune.f
 the results of the lesson's slow steps that run student code (``cached_json``, called by
 ``bertlab.lesson.cached_step`` with a key that holds the digest of exactly the student files the step
 uses), each a small JSON file. A step is seeded and deterministic, so a result kept for the same key
-is the result a rerun would compute.
+is the result a rerun would compute. `bertlab check` keeps one folder here too: what its Hypothesis
+reads from the code under test (``bertlab.check.run.hypothesis_storage``), instead of the workspace.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 working directory: the directory itself when it holds the exercise files (a student inside
 ``exercises/``, or the lesson notebook running there), else its ``exercises/`` folder, else the same
 two checks in each parent. ``--dir`` names it instead (the exercises folder or the folder holding it).
-The workspace is the folder that holds ``exercises/``; the learner's progress is kept there.
+The workspace is the folder that holds ``exercises/``; the learner's progress is kept there. A folder of
+exercise files with another name (``--dir mywork``) is its own workspace: nothing is written above it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from .tasks import EXERCISE_FILES
 
 @dataclass(frozen=True)
 class Workspace:
-    root: Path        # the folder holding exercises/ (progress lives in root/.bertlab/)
+    root: Path        # the folder holding exercises/, or a differently named exercise folder itself
+                      # (progress lives in root/.bertlab/)
     exercises: Path   # the folder holding the exercise files
 
 
@@ -29,7 +31,9 @@ def _holds_exercises(folder: Path) -> bool:
 
 def _workspace_at(folder: Path) -> Optional[Workspace]:
     if _holds_exercises(folder):
-        return Workspace(root=folder.parent, exercises=folder)
+        # The parent is the workspace only when this is its exercises/ folder; any other parent (a home
+        # folder, Downloads) is not the learner's to write progress into.
+        return Workspace(root=folder.parent if folder.name == "exercises" else folder, exercises=folder)
     if _holds_exercises(folder / "exercises"):
         return Workspace(root=folder, exercises=folder / "exercises")
     return None

@@ -22,7 +22,18 @@ whatever the check started once it ends, or once the checker goes away (ended, o
 or SIGKILL). ``bertlab check --watch`` (watch.py) keeps one warm process (warm.py) that has imported
 torch, transformers and the public tests once, forks a guarded child from it for every check, and
 checks again the tasks a save affects (affected.py), each time with the same report.
+
+In a notebook, ``bertlab.check("pooling")`` runs the same check and shows it under the cell
+(notebook.py). ``bertlab.check`` is this package, made callable below: a function of that name in
+bertlab/__init__.py would be replaced by this package the moment anything imports one of its modules
+(``import bertlab.check.run`` sets the attribute ``check`` of ``bertlab``), so the package itself is the
+function, whichever is imported first.
 """
+
+import sys
+import types
+from pathlib import Path
+from typing import Optional
 
 # The command lives in a package of one job per module (events.py: the child's plugin; run.py: the
 # parent that runs and follows it; guard.py: a check's processes die with it; warm.py: the watcher's
@@ -36,3 +47,18 @@ from bertlab.check.hints import concept_page, hint_for, next_step, next_task  # 
 from bertlab.check.run import (  # noqa: F401
     FAILED, NO_TESTS, NOT_RUN, NOT_STARTED, PASSED, CheckRun, TaskReport, TestResult, child_command, run_public_tests,
     summarise_events)
+from bertlab.check.notebook import CheckResult, check as _check_in_notebook
+
+
+class _CallablePackage(types.ModuleType):
+    """The class of this package: a module whose call is notebook.check."""
+
+    def __call__(self, task: Optional[str] = None, *, verbose: bool = False,
+                 directory: Optional[Path] = None) -> CheckResult:
+        """``bertlab.check("pooling")``: `bertlab check --task pooling` from a notebook cell, shown under
+        it; ``bertlab.check()`` checks every task (``bertlab.check_all()``). verbose: every test (-v);
+        directory: the exercises folder (--dir), by default found from the notebook's folder."""
+        return _check_in_notebook(task, verbose=verbose, directory=directory)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -12,7 +12,7 @@ from typing import Callable, Optional, Sequence
 from bertlab.progress import load_progress, record_run
 from bertlab.tasks import EXERCISE_TASKS
 from bertlab.workspace import find_workspace
-from bertlab.check.run import NOT_RUN, NO_TESTS, Launcher, run_public_tests
+from bertlab.check.run import NOT_RUN, NO_TESTS, CheckRun, Launcher, run_public_tests
 from bertlab.check.display import PlainDisplay, RichDisplay, _use_rich
 
 
@@ -50,19 +50,35 @@ def check_once(root: Path, tasks: Sequence[str], impl: str, own_work: bool, verb
     tasks = list(tasks)
     out = stream or sys.stdout
     display = RichDisplay(stream) if _use_rich(out) else PlainDisplay(out)
-    display.start(root, tasks, impl + ("/" if impl == "exercises" else ""))
+    display.start(root, tasks, impl_shown(impl))
     try:
-        run = run_public_tests(root, tasks, impl, on_event=display.event, launch=launch, interrupted=interrupted)
+        run, progress = run_and_record(root, tasks, impl, own_work, on_event=display.event, launch=launch,
+                                       interrupted=interrupted)
     finally:
         if isinstance(display, RichDisplay):
             display.progress.stop()
-    progress = None
-    if own_work:  # the learner's own work: remember it (unless the run itself went wrong)
-        ran = {t: run.reports[t].as_record() for t in tasks if run.reports[t].status not in (NO_TESTS, NOT_RUN)}
-        try:
-            progress = load_progress(root) if run.problems else record_run(root, ran)
-        except OSError as exc:
-            print(f"(could not record progress: {exc})", file=sys.stderr)
-            progress = load_progress(root)
     display.finish(run, progress, verbose)
     return 0 if run.ok else 1
+
+
+def impl_shown(impl: str) -> str:
+    """The code under test as the check's first line names it: 'exercises/', 'reference', or a folder."""
+    return impl + ("/" if impl == "exercises" else "")
+
+
+def run_and_record(root: Path, tasks: Sequence[str], impl: str, own_work: bool,
+                   on_event: Callable[[str, dict], None] = lambda kind, event: None,
+                   launch: Optional[Launcher] = None,
+                   interrupted: Optional[Callable[[], bool]] = None) -> tuple[CheckRun, Optional[dict]]:
+    """Run the public tests of ``tasks`` (run_public_tests) and, for the learner's own work, record the
+    run in the progress file: (the run, the progress to show; None when it is not the learner's own)."""
+    run = run_public_tests(root, tasks, impl, on_event=on_event, launch=launch, interrupted=interrupted)
+    if not own_work:
+        return run, None
+    # The learner's own work: remember it (unless the run itself went wrong).
+    ran = {t: run.reports[t].as_record() for t in tasks if run.reports[t].status not in (NO_TESTS, NOT_RUN)}
+    try:
+        return run, load_progress(root) if run.problems else record_run(root, ran)
+    except OSError as exc:
+        print(f"(could not record progress: {exc})", file=sys.stderr)
+        return run, load_progress(root)

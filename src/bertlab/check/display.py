@@ -1,9 +1,12 @@
-"""How `bertlab check` shows a run: rich on a terminal, plain text otherwise (a CI log, NO_COLOR).
+"""How `bertlab check` shows a run: rich on a terminal, plain text otherwise (a CI log, NO_COLOR),
+and HTML under a notebook cell (``html_summary``: what PlainDisplay.finish prints, as a page).
 """
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -32,6 +35,23 @@ def _mark(test: TestResult) -> str:
     return "N" if test.stub else _MARK.get(test.outcome, "F")
 
 
+def heading(root: Path, tasks: Sequence[str], impl: str) -> str:
+    """The check's first line: what it tests, on which code, where."""
+    return f"bertlab check: public tests of {', '.join(tasks)} on {impl} in {root}"
+
+
+def task_width(tasks: Sequence[str]) -> int:
+    """The width of the task column: the longest task name (a course may add tasks with longer names
+    than the kit's own), and at least the heading "task"."""
+    return max(len(t) for t in [*tasks, "task"])
+
+
+def verdict(run: CheckRun) -> str:
+    """The check's last line: whether everything selected passes, and how long it took."""
+    said = "all selected tasks pass" if run.ok else "not everything passes yet"
+    return f"({said}; {run.seconds:.1f} s)"
+
+
 def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line if line else line for line in text.splitlines() or [""])
 
@@ -58,6 +78,7 @@ class PlainDisplay:
         self._closed = False
         self._line_task: Optional[str] = None
         self._tests: dict[str, TestResult] = {}
+        self._width = task_width(EXERCISE_TASKS)
 
     def _print(self, text: str = "", end: str = "\n") -> None:
         if self._closed:
@@ -71,7 +92,8 @@ class PlainDisplay:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
     def start(self, root: Path, tasks: Sequence[str], impl: str) -> None:
-        self._print(f"bertlab check: public tests of {', '.join(tasks)} on {impl} in {root}")
+        self._width = task_width(tasks)
+        self._print(heading(root, tasks, impl))
         self._print("(. passed  F failed  N not implemented yet  s skipped)")
 
     def event(self, kind: str, event: dict) -> None:
@@ -82,7 +104,7 @@ class PlainDisplay:
             if task != self._line_task:
                 if self._line_task is not None:
                     self._print()
-                self._print(f"{task:<10} ", end="")
+                self._print(f"{task:<{self._width}}  ", end="")
                 self._line_task = task
             mark = "N" if event.get("stub") else _MARK.get(event.get("outcome"), "F")
             self._print(mark, end="")
@@ -94,7 +116,7 @@ class PlainDisplay:
         for problem in run.problems:
             self._print("Problem: " + _indent(problem, "  ").lstrip())
             self._print()
-        width = max(len(t) for t in run.tasks + ["task"])
+        width = task_width(run.tasks)
         self._print(f"{'task':<{width}}  {'passed':>7}  status")
         for task in run.tasks:
             report = run.reports[task]
@@ -125,8 +147,7 @@ class PlainDisplay:
                 self._print(line)
         self._print()
         self._print(next_step(run, progress))
-        verdict = "all selected tasks pass" if run.ok else "not everything passes yet"
-        self._print(f"({verdict}; {run.seconds:.1f} s)")
+        self._print(verdict(run))
 
 
 class RichDisplay:
@@ -139,16 +160,18 @@ class RichDisplay:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         self.console = Console(file=stream) if stream else Console()
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description:<10}"), BarColumn(),
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TextColumn("{task.fields[failed]}"), TimeElapsedColumn(),
                                  console=self.console, transient=True)
         self._bars: dict[str, int] = {}
         self._tests: dict[str, dict] = {}
+        self._width = task_width(EXERCISE_TASKS)
         self._failed: dict[str, dict[str, int]] = {}
 
     def start(self, root: Path, tasks: Sequence[str], impl: str) -> None:
         from rich.text import Text
 
+        self._width = task_width(tasks)
         self.console.print(Text.assemble(("bertlab check", "bold"), f": public tests of {', '.join(tasks)} "
                                          f"on {impl} in {root}"))
         self._collecting = self.progress.add_task("starting pytest", total=None, failed="")
@@ -161,7 +184,7 @@ class RichDisplay:
             for task in EXERCISE_TASKS:
                 count = sum(t["task"] == task for t in event["tests"])
                 if count:
-                    self._bars[task] = self.progress.add_task(task, total=count, failed="")
+                    self._bars[task] = self.progress.add_task(f"{task:<{self._width}}", total=count, failed="")
                     self._failed[task] = {"failed": 0, "stub": 0}
         elif kind == "result":
             task = (self._tests.get(event["nodeid"]) or {}).get("task")
@@ -220,5 +243,103 @@ class RichDisplay:
         if progress is not None:
             self.console.print(Text("\n".join(format_progress(progress))))
         self.console.print(Text(next_step(run, progress), style="bold"))
-        verdict = "all selected tasks pass" if run.ok else "not everything passes yet"
-        self.console.print(Text(f"({verdict}; {run.seconds:.1f} s)", style="dim"))
+        self.console.print(Text(verdict(run), style="dim"))
+
+
+# ---------------------------------------------------------------------------------------------
+# HTML, for a notebook cell (bertlab/check/notebook.py)
+# ---------------------------------------------------------------------------------------------
+
+# Mid-tone colours, readable on a light and on a dark notebook theme; the style is inline because
+# Jupyter drops <style> blocks from the outputs of a notebook it does not trust.
+_COLOUR = {PASSED: "#2e7d32", FAILED: "#c62828", NOT_STARTED: "#b26a00", NOT_RUN: "#8e24aa", NO_TESTS: "#8e24aa"}
+_CELL = "padding: 0.15em 1em 0.15em 0; border: none; vertical-align: top"
+# Monospace as in a terminal (the progress lines are columns); long lines wrap between words.
+_PRE = ("white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; font-family: monospace; "
+        "font-size: 0.9em; margin: 0.3em 0; padding: 0; background: none")
+
+
+def _text(text: str) -> str:
+    """``text`` escaped for HTML (a message may hold <, > and &), with `code` spans as <code>."""
+    return re.sub(r"`([^`\n]+)`", r"<code>\1</code>", html.escape(text, quote=False))
+
+
+def _pre(text: str) -> str:
+    return f'<pre style="{_PRE}">{html.escape(text, quote=False)}</pre>'
+
+
+def _table(run: CheckRun) -> str:
+    head = "".join(f'<th style="{_CELL}; text-align: {align}; border-bottom: 1px solid #999">{name}</th>'
+                   for name, align in (("task", "left"), ("passed", "right"), ("status", "left"),
+                                       ("first failure", "left")))
+    rows = []
+    for task in run.tasks:
+        report = run.reports[task]
+        first = report.first_failure
+        rows.append(
+            "<tr>"
+            f'<td style="{_CELL}; text-align: left; font-family: monospace">{html.escape(task)}</td>'
+            f'<td style="{_CELL}; text-align: right; font-family: monospace">{report.passed}/{report.total}</td>'
+            f'<td style="{_CELL}; text-align: left; font-weight: bold; color: {_COLOUR[report.status]}">'
+            f"{report.status}</td>"
+            f'<td style="{_CELL}; text-align: left; font-family: monospace">'
+            f"{html.escape(first.name) if first else ''}</td>"
+            "</tr>")
+    return (f'<table style="border-collapse: collapse; margin: 0.4em 0 0.6em 0">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _every_test(run: CheckRun, task: str) -> str:
+    """-v: every test of the task, marked as the plain text marks it, and the other failures' messages."""
+    report = run.reports[task]
+    lines = []
+    for test in report.tests:
+        lines.append(f"{_mark(test)} {test.name}" + (f"  - {test.doc}" if test.doc else ""))
+        if test.outcome == "failed" and test is not report.first_failure:
+            lines.append(_indent(test.message, "    "))
+    listing = _pre("\n".join(lines))
+    return (f'<details open style="margin: 0.4em 0"><summary>{html.escape(task)}: every test</summary>'
+            f"{listing}</details>")
+
+
+def _failure(run: CheckRun, task: str) -> str:
+    """A task that does not pass: its first failure, what it checks, where, the message and the hint."""
+    title, context, message, hint = failure_details(run, task)
+    colour = _COLOUR[run.reports[task].status]
+    parts = [f'<div style="font-weight: bold; color: {colour}">{html.escape(title)}</div>']
+    if context:
+        parts.append(f'<div style="opacity: 0.8">{"<br>".join(_text(line) for line in context)}</div>')
+    if message:
+        parts.append(_pre(message))
+    if hint:
+        parts.append(f"<div><b>Hint:</b> {_text(hint)}</div>")
+    return (f'<div style="border-left: 4px solid {colour}; padding: 0.2em 0 0.2em 0.8em; margin: 0.6em 0">'
+            f"{''.join(parts)}</div>")
+
+
+def html_message(text: str, ok: bool) -> str:
+    """One message as HTML, marked as a success or as a failure: what a notebook call says when it has no
+    run to show (no exercises found), or what `bertlab submit` said."""
+    return (f'<div style="border-left: 4px solid {_COLOUR[PASSED if ok else FAILED]}; padding: 0.2em 0 0.2em 0.8em">'
+            f"{_pre(text)}</div>")
+
+
+def html_summary(run: CheckRun, progress: Optional[dict], verbose: bool, first_line: str) -> str:
+    """The summary PlainDisplay.finish prints, as HTML for a notebook cell: ``first_line`` (``heading``),
+    any problem of the run, the table, each unfinished task's first failure with its hint, the recorded
+    progress, the next step and the verdict. Every text from the run is escaped."""
+    parts = [f'<div style="margin-bottom: 0.3em">{_text(first_line)}</div>']
+    for problem in run.problems:
+        parts.append(f'<div style="border-left: 4px solid {_COLOUR[FAILED]}; padding-left: 0.8em; margin: 0.4em 0">'
+                     f"<b>Problem</b>{_pre(problem)}</div>")
+    parts.append(_table(run))
+    for task in run.tasks:
+        if verbose and run.reports[task].tests:
+            parts.append(_every_test(run, task))
+        if run.reports[task].status != PASSED:
+            parts.append(_failure(run, task))
+    if progress is not None:
+        parts.append(_pre("\n".join(format_progress(progress))))
+    parts.append(f'<div style="font-weight: bold; margin-top: 0.5em">{_text(next_step(run, progress))}</div>')
+    parts.append(f'<div style="opacity: 0.7">{html.escape(verdict(run))}</div>')
+    return f'<div class="bertlab-check">{"".join(parts)}</div>'

@@ -10,6 +10,7 @@ events, the per-test time limit, a cancelled check, and what it said (and did no
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import select
@@ -19,9 +20,11 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Protocol, Sequence
 
+from bertlab.cache import cache_root
 from bertlab.check import guard
 from bertlab.check.events import CODE_ENV, DEFAULT_TEST_TIMEOUT, PUBLIC_TESTS, PUBLIC_TESTS_CONFIG, REPORT_ENV, TIMEOUT_ENV
 from bertlab.mistakes import find as find_mistake, named_in
@@ -160,10 +163,24 @@ def _read_new_lines(handle, pending: str) -> tuple[list[dict], str]:
 
 def pytest_args(tasks: Sequence[str], impl: str) -> list[str]:
     """pytest's arguments for the child (run with cwd = the workspace). The public tests' own
-    pytest.ini and rootdir: a pytest configuration in the student's folder never changes how they run."""
+    pytest.ini and rootdir: a pytest configuration in the student's folder never changes how they run.
+    No pytest-benchmark (where it is installed): no public test times anything, and it would make a
+    .benchmarks folder in the working directory."""
     return [str(PUBLIC_TESTS), "-c", str(PUBLIC_TESTS_CONFIG), "--rootdir", str(PUBLIC_TESTS),
             "-m", " or ".join(tasks), "--impl", impl, "-p", "bertlab.check.events", "-q", "--color=no",
-            "-p", "no:cacheprovider"]
+            "-p", "no:cacheprovider", "-p", "no:benchmark"]
+
+
+def hypothesis_storage() -> Path:
+    """Where the check's Hypothesis keeps what it reads from the code under test (each source file's
+    constants, read once): a folder of the kit's cache, one per Hypothesis version, named the way the
+    cache names what it keeps (so `bertlab lesson --clear-cache` removes it too). Left to itself,
+    Hypothesis writes .hypothesis/ into the working directory, the learner's workspace."""
+    try:
+        key = version("hypothesis")
+    except PackageNotFoundError:
+        key = "unknown"
+    return cache_root() / f"hypothesis-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def child_command(tasks: Sequence[str], impl: str) -> list[str]:
@@ -262,6 +279,7 @@ def run_public_tests(root: Path, tasks: Sequence[str], impl: str = "exercises",
     env = dict(os.environ)
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(hypothesis_storage()))
     env[CODE_ENV] = str(code_dir)
     run = CheckRun(root=root, tasks=list(tasks), impl=impl)
     follower = _Follower(on_event)

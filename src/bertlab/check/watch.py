@@ -143,9 +143,10 @@ class Watcher:
     def folder_shown(self) -> str:
         """The exercises folder as the student would type it: 'exercises' inside the workspace."""
         try:
-            return self.folder.relative_to(self.root).as_posix()
+            inside = self.folder.relative_to(self.root).as_posix()
         except ValueError:
             return self.folder.name
+        return self.folder.name if inside == "." else inside  # a folder that is its own workspace
 
     def shown(self, names) -> str:
         """'exercises/cka.py, exercises/pooling.py'."""

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional, TextIO
 
-from .. import __version__
+from ..version import __version__
 from ..check.run import PASSED, run_public_tests
 from ..errors import UsageError
 from ..tasks import ASSIGNMENT, EXERCISE_TASKS, EXERCISES

@@ -17,14 +17,16 @@
 #
 # Your four exercises (`exercises/cka.py`, `pooling.py`, `siamese.py`, `retrieval.py`) are called from
 # this notebook. Until one is written, the cells that need it print which task to do next instead of
-# failing; `bertlab check --task <task>` tests a task on its own.
+# failing. The check cell after each task's section (`bertlab.check("cka")`, the same as
+# `bertlab check --task cka` in a terminal) tests a task on its own.
 #
 # Everything runs offline on a laptop CPU. The pre-trained encoder is **all-MiniLM-L6-v2**, shipped in a
 # Python package (6 layers, 384 wide: a small BERT that was then trained as a sentence encoder).
 #
 # **How long it takes** (2 CPU cores; the student guide has every cell): under a minute the first time,
-# and about 10-15 seconds when you run it again with the same code. Two things make that possible, and
-# the cells concerned say which applies:
+# and about 10-15 seconds when you run it again with the same code, not counting the check cells (each
+# runs one task's public tests, and says how long they took). Two things make that possible, and the
+# cells concerned say which applies:
 #
 # - Fine-tuning MiniLM (Concept 3, about 2 minutes) calls none of your code, so its figures were computed
 #   once, when the kit was built, and ship with it. `RETRAIN = True` in that cell trains it here.
@@ -184,6 +186,23 @@ with student_code("cka"):
     cls_cka = cka.cka_matrix(cls_reps)
     print("row 0 of the [CLS] CKA matrix:", cls_cka[0].numpy().round(3))
     display(plots.cka_heatmaps({"all-MiniLM-L6-v2, [CLS] vectors": cls_cka}, vmin=0.0))
+
+# %% [markdown]
+# ### Check tasks `pooling` and `cka`
+#
+# A check cell runs the public tests of one task, as `bertlab check --task <task>` does in a terminal:
+# on your files as they are saved now, in a separate Python (the cells above keep running the code the
+# setup cell imported; restart the kernel to run an edit here). It shows how many tests pass, the first
+# failure with a hint, and what to do next, and it records your progress. A failing task is shown,
+# not raised, so the notebook runs on.
+
+# %% tags=["check-pooling"]
+import bertlab
+bertlab.check("pooling")
+
+# %% tags=["check-cka"]
+import bertlab
+bertlab.check("cka")
 
 # %% [markdown]
 # ## Concept 2: Inside a pre-trained BERT
@@ -377,6 +396,10 @@ with student_code("siamese"):
 # on about a billion sentence pairs for exactly this use, so its gap between related and unrelated pairs
 # is twice as wide, even though its raw cosines are lower. With cosines, order and gaps matter, not size.
 
+# %% tags=["check-siamese"]
+import bertlab
+bertlab.check("siamese")
+
 # %% [markdown]
 # ## Concept 5: Semantic search, SBERT vs the DAN baseline
 #
@@ -475,6 +498,10 @@ for name, embed, encoder_task in (("SBERT (all-MiniLM-L6-v2)", sbert_embed, "sia
 if points:
     display(plots.pca_scatter(points, labels, texts=texts))
 
+# %% tags=["check-retrieval"]
+import bertlab
+bertlab.check("retrieval")
+
 # %% [markdown]
 # ## The lesson's figures and yours, side by side
 #
@@ -510,3 +537,15 @@ print(headline.format_comparison(headline.compare_with_lesson(measured, waiting=
 # %% tags=["progress"]
 print(lesson.progress_report(impl))
 print(lesson.describe_cache())
+
+# %% [markdown]
+# ## Handing in
+#
+# In a cell of your own (or `bertlab check` and `bertlab submit` in a terminal):
+#
+# - `bertlab.check_all()` checks every task once more;
+# - `bertlab.submit()` checks a fresh copy of your saved files, then packs exactly them into
+#   `week7-submission.zip` beside `exercises/` (with a manifest) and shows where it went. A file that
+#   does not import is refused, with the file and line, and nothing is written.
+#
+# The notebook itself is not handed in: your four exercise files are.
