@@ -115,6 +115,19 @@ def test_demo_identical_files_get_identical_speed_points(demo):
     assert set(record["submissions"][digests["alice"]]) == {e.functions[0] for e in timed}
 
 
+def test_erin_hands_in_a_file_for_every_task():
+    """The demo's stored student (grader/bertlab_grader/commands/demo_cohort/erin/) is a whole submission:
+    a file for every registered task (`bertlab new-task` gives her the untouched stub of a new task,
+    `bertlab remove-task` takes a removed task's file away), so that each task's zero is her doing."""
+    from bertlab.tasks import EXERCISE_FILES
+    from bertlab_grader.core.locations import DEMO_COHORT_DIR
+
+    held = sorted(p.name for p in (DEMO_COHORT_DIR / "erin").glob("*.py"))
+    assert held == sorted(EXERCISE_FILES), (
+        f"demo_cohort/erin/ holds {held}, the registry's tasks need {sorted(EXERCISE_FILES)}: give her the missing "
+        "task's file (new-task writes the stub there) or remove the file of a task the registry no longer has.")
+
+
 def test_snapshot_messages_agree_within_round_off_and_no_further():
     """The snapshot comparison lets a quoted float differ in its last digits (a float32 result depends
     on the CPU's vector instructions), and nothing else: another word or a number off by more is a

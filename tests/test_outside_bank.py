@@ -10,6 +10,8 @@ cohort once in the sandbox, and every entry is then held to its kind (tests/outs
     wrong    loses points in its own task, full marks in every other task outside performance
     hostile  0 points in the task it attacks, full marks in every other task outside performance
 
+A run that selects some entries only (`-k correct_`) grades those entries only (entries_to_grade).
+
 The performance task is left out: it measures speed, and a slow but correct style may lose it. An
 entry may name hidden tests it breaks (bank.toml's ``breaks``): those must lose all their points, and
 the rest of its task is held as above.
@@ -31,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.tasks import EXERCISE_FILES, EXERCISE_TASKS
+from bertlab.tasks import EXERCISE_FILES, EXERCISE_TASKS, exercise
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 BANK = Path(__file__).resolve().parent / "outside_bank"
@@ -57,9 +59,9 @@ def submission_sources(name: str) -> dict[str, str]:
     return sources
 
 
-def build_course(course: Path) -> None:
-    """COURSE/submitted/<entry>/week7/*.py for every entry of the bank."""
-    for name in ENTRIES:
+def build_course(course: Path, names=tuple(ENTRIES)) -> None:
+    """COURSE/submitted/<entry>/week7/*.py for every entry of the bank (or those named)."""
+    for name in names:
         folder = course / "submitted" / name / ASSIGNMENT
         folder.mkdir(parents=True)
         for file_name, text in submission_sources(name).items():
@@ -111,6 +113,18 @@ def expected_breaks(name: str) -> set[str]:
     return found
 
 
+def placeholder_note(name: str, task: str) -> str:
+    """What to do when the entry's file for ``task`` is still the one `bertlab new-task` copied into the
+    bank (the reference of the placeholder exercise), written over since; "" otherwise."""
+    filename = exercise(task).filename
+    if "bertlab new-task" not in submission_sources(name).get(filename, ""):
+        return ""
+    owner = name if ENTRIES[name]["kind"] == "correct" else ENTRIES[name]["base"]
+    return (f"\n    tests/outside_bank/{owner}/{filename} is still new-task's placeholder: write this entry's "
+            f"{filename} from the stub's docstring, in the entry's own style, never from the reference "
+            "(docs/authoring.md, 'Add a task')")
+
+
 def problems(name: str, result: dict | None) -> list[str]:
     """Why entry ``name`` is not graded as its kind says (empty when it is)."""
     spec = ENTRIES[name]
@@ -141,19 +155,20 @@ def problems(name: str, result: dict | None) -> list[str]:
         elif got < most:
             why = "a correct submission" if kind == "correct" else f"the mistake belongs to {target}, not {task}"
             found.append(f"{name} ({kind}): task {task} got {got:g}/{most:g}, expected {most:g}/{most:g} ({why}); "
-                         "lost in:\n      " + "\n      ".join(lost_tests(result, task)))
+                         "lost in:\n      " + "\n      ".join(lost_tests(result, task)) + placeholder_note(name, task))
     if result.get("sandboxed") is not True:
         found.append(f"{name}: graded without the sandbox")
     return found
 
 
-def format_table(results: dict[str, dict]) -> str:
-    """One row per entry: kind, target task, points per task (performance too, for the record), verdict."""
+def format_table(results: dict[str, dict], names=tuple(ENTRIES)) -> str:
+    """One row per entry (of those named): kind, target task, points per task (performance too, for the
+    record), verdict."""
     header = f"{'entry':<28}{'kind':<9}{'target':<11}" + "".join(f"{t:>12}" for t in (*TASKS, "performance")) \
         + "  verdict"
     lines = [header, "-" * len(header)]
-    for name, spec in ENTRIES.items():
-        result = results.get(name)
+    for name in names:
+        spec, result = ENTRIES[name], results.get(name)
         scores = points_by_task(result) if result else {}
         cells = "".join(f"{('%g/%g' % scores[t]) if t in scores else '-':>12}" for t in (*TASKS, "performance"))
         verdict = "ok" if not problems(name, result) else "FAIL"
@@ -188,18 +203,31 @@ def test_bank_is_well_formed():
     assert kinds == set(KINDS), f"the bank needs every kind; it has {sorted(kinds)}"
 
 
+def entries_to_grade(items) -> list[str]:
+    """The bank entries the session's selected tests of this module judge: every entry when the snapshot
+    test (which compares the whole cohort) is selected, else those of the selected per-entry tests, so
+    that `-k correct_` grades the three correct entries only (tests/test_task_authoring.py does)."""
+    ours = [item for item in items if Path(str(item.path)).resolve() == Path(__file__).resolve()]
+    if any(item.originalname == "test_outside_bank_grades_as_before_the_speed_work" for item in ours):
+        return list(ENTRIES)
+    chosen = {item.callspec.params["name"] for item in ours if hasattr(item, "callspec")}
+    return [name for name in ENTRIES if name in chosen]
+
+
 @pytest.fixture(scope="module")
-def cohort(tmp_path_factory):
-    """The whole bank graded once by `bertlab grade`: {"results": entry -> results.json, "table": str}."""
+def cohort(tmp_path_factory, request):
+    """The bank graded once by `bertlab grade` (the entries the session's tests judge: entries_to_grade):
+    {"results": entry -> results.json, "table": str}."""
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap (bwrap) is not installed: grading a cohort needs the real sandbox")
     course = tmp_path_factory.mktemp("outside_bank") / "course"
-    build_course(course)
+    names = entries_to_grade(request.session.items)
+    build_course(course, names)
     proc = grade(course)
     results = load_results(course)
     assert proc.returncode == 0, (f"`bertlab grade` exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
                                   f"{proc.stderr[-3000:]}")
-    table = format_table(results)
+    table = format_table(results, names)
     print("\noutside bank, graded as a cohort:\n" + table)
     return {"results": results, "table": table}
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.sandbox.remote import Remote, StudentError, SubmissionCrashed, SubmissionTimeout
 from bertlab_grader.sandbox import launcher
 from bertlab_grader.sandbox.launcher import Sandbox
@@ -63,6 +64,16 @@ def honest_student_afterwards(request):
         assert impl.cka.linear_cka(X, Y) == pytest.approx(reference_cka(X, Y), abs=1e-12)
         assert impl.import_errors() == {}
     assert sandbox_processes(sandbox) == ["python"]  # the template alone: the student left nothing
+
+
+def test_the_honest_submission_hands_in_every_task():
+    """correct/ is a whole submission: a file for every registered task (`bertlab new-task` writes the
+    new task's, `bertlab remove-task` takes the removed task's away), so that every module the grader
+    imports is there and a leak from a hostile session cannot hide behind a missing file."""
+    assert sorted(sources("correct")) == sorted(EXERCISE_FILES), (
+        f"tests/redteam_submissions/correct/ holds {sorted(sources('correct'))}, the registry's tasks need "
+        f"{sorted(EXERCISE_FILES)}: give it the missing task's file (an honest implementation; new-task writes "
+        "the reference there) or remove the file of a task the registry no longer has (docs/authoring.md).")
 
 
 def sandbox_processes(sandbox) -> list[str]:

@@ -453,7 +453,36 @@ def _call_once(task: str, impl: Implementation) -> None:
         index.search("a", top_k=2)
         len(index)
     else:
-        raise ValueError(f"unknown task {task!r}")
+        _probe_unknown_task(task, impl)
+
+
+#: The status of a task the lesson has no call for (one an instructor added with `bertlab new-task`)
+#: whose functions are no longer stubs: the lesson cannot say whether it runs, only that it is written.
+WRITTEN = "written"
+
+
+class _Written(Exception):
+    """Raised by _probe_unknown_task: the task's functions are written (status WRITTEN)."""
+
+
+def _probe_unknown_task(task: str, impl: Implementation) -> None:
+    """For a task _call_once has no inputs for: raise the stub's NotImplementedYet when one of the
+    task's functions still holds it (read from its source: calling it would need inputs the lesson does
+    not know), else _Written. A task this course leaves out is skipped by the steps (LessonSteps.step)."""
+    import inspect
+
+    from .errors import NotImplementedYet
+
+    module = task_module(impl, task)
+    for name in exercise(task).functions:
+        function = getattr(module, name, None)
+        try:
+            source = inspect.getsource(function) if function is not None else ""
+        except (OSError, TypeError):  # defined where no source can be read: taken as written
+            source = ""
+        if "NotImplementedYet(" in source:
+            raise NotImplementedYet(task, name)
+    raise _Written(task)
 
 
 def _task_states(impl: Implementation) -> dict[str, tuple[str, Optional[str]]]:
@@ -463,6 +492,8 @@ def _task_states(impl: Implementation) -> dict[str, tuple[str, Optional[str]]]:
         try:
             _call_once(task, impl)
             states[task] = ("runs", None)
+        except _Written:
+            states[task] = (WRITTEN, None)
         except NotImplementedError as exc:
             found, name = not_started(exc, task)
             states[task] = ((f"needs task {found} first", None) if found != task
@@ -473,7 +504,8 @@ def _task_states(impl: Implementation) -> dict[str, tuple[str, Optional[str]]]:
 
 
 def task_status(impl: Implementation) -> dict[str, str]:
-    """{task: status} where status is "runs", "not implemented: <name>", "needs task <t> first" or an error."""
+    """{task: status} where status is "runs", "written" (a task the lesson has no call for, whose functions
+    are no longer stubs), "not implemented: <name>", "needs task <t> first" or an error."""
     return {task: status for task, (status, _) in _task_states(impl).items()}
 
 
@@ -483,9 +515,10 @@ def progress_report(impl: Implementation) -> str:
     lines = [f"Progress ({impl.name}):"]
     for task in EXERCISE_TASKS:
         lines.append(f"  {task:<10} {states[task][0]}")
-    todo = [t for t in EXERCISE_TASKS if states[t][0] != "runs"]
+    todo = [t for t in EXERCISE_TASKS if states[t][0] not in ("runs", WRITTEN)]
     if not todo:
-        lines.append("Every task runs. Now make sure they are right: `bertlab check` runs the public tests.")
+        runs = "runs" if all(states[t][0] == "runs" for t in EXERCISE_TASKS) else "is written"
+        lines.append(f"Every task {runs}. Now make sure they are right: `bertlab check` runs the public tests.")
     else:
         task = todo[0]
         name = states[task][1]
