@@ -36,7 +36,10 @@ def test_bank_size_and_one_mistake_per_mutant():
     mutants, variants = load_bank(kinds=("mutant",)), load_bank(kinds=("variant",))
     assert len(mutants) >= 30 and len(variants) >= 8
     for task in EXERCISE_TASKS:
-        assert sum(m.task == task for m in mutants) >= 5, task
+        # The kit's own tasks keep their bank; a task an instructor adds needs one mutant at least (an
+        # audit without one tests nothing: new-task's placeholder has one, the worked example two).
+        least = 5 if task in ("cka", "pooling", "siamese", "retrieval") else 1
+        assert sum(m.task == task for m in mutants) >= least, f"task {task} has fewer than {least} mutants"
     solutions = stripped_solutions()
     for entry in mutants + variants:
         assert entry.task in EXERCISE_TASKS and entry.description, entry.name
@@ -85,7 +88,7 @@ def test_a_fingerprint_that_matches_no_known_mistake_stops_at_its_first_differen
         pooling=SimpleNamespace(masked_mean_pool=nonsense("masked_mean_pool")),
         retrieval=SimpleNamespace(semantic_search=nonsense("semantic_search"), SemanticIndex=nonsense("SemanticIndex")),
         siamese=SimpleNamespace(create_sbert=nonsense("create_sbert")))
-    for task in FINGERPRINTS:
+    for task in (t for t in FINGERPRINTS if hasattr(impl, t)):  # the kit's own tasks (a new one has no probe here)
         calls.clear()
         fingerprint(impl, task)  # taken whole, as for the bank: every probe is called
         whole = len(calls)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import os
 import sys
 import traceback
@@ -30,7 +31,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
-from .errors import unfinished
+from .errors import NotImplementedYet, unfinished
 from .implementations import Implementation, load_implementation
 from .tasks import EXERCISE_TASKS, exercise  # (EXERCISE_TASKS: the order a student works in)
 
@@ -469,10 +470,6 @@ def _probe_unknown_task(task: str, impl: Implementation) -> None:
     """For a task _call_once has no inputs for: raise the stub's NotImplementedYet when one of the
     task's functions still holds it (read from its source: calling it would need inputs the lesson does
     not know), else _Written. A task this course leaves out is skipped by the steps (LessonSteps.step)."""
-    import inspect
-
-    from .errors import NotImplementedYet
-
     module = task_module(impl, task)
     for name in exercise(task).functions:
         function = getattr(module, name, None)
