@@ -510,8 +510,9 @@ def progress_report(impl: Implementation) -> str:
     """A per-task summary and the task to do next."""
     states = _task_states(impl)
     lines = [f"Progress ({impl.name}):"]
+    width = max(10, *(len(task) for task in EXERCISE_TASKS))  # a task an instructor added may be longer
     for task in EXERCISE_TASKS:
-        lines.append(f"  {task:<10} {states[task][0]}")
+        lines.append(f"  {task:<{width}} {states[task][0]}")
     todo = [t for t in EXERCISE_TASKS if states[t][0] not in ("runs", WRITTEN)]
     if not todo:
         runs = "runs" if all(states[t][0] == "runs" for t in EXERCISE_TASKS) else "is written"
