@@ -322,12 +322,21 @@ def lesson_cell_checks(copy: Path, env: dict, work: Path) -> None:
 # The walk through the guide
 
 
+def concept_page(copy: Path) -> Path:
+    """The concept page new-task wrote for the task: numbered after the tasks the kit has (6- in the
+    stock kit of four; a kit with a task of its instructor's own already gives the next number)."""
+    page, = (copy / "docs" / "concepts").glob(f"*-{TASK}.md")
+    return page
+
+
 def apply_worked_example(copy: Path, env: dict) -> None:
     """The example's pieces over the placeholder's (the fixtures' files too), its sections in the pages,
     the registry's two texts, then the stub and the student guide's lists from them."""
     for source in EXAMPLE.rglob("*"):
         if source.is_file() and source.name not in EXAMPLE_SECTIONS:
             target = copy / source.relative_to(EXAMPLE)
+            if source.parent.name == "concepts":  # numbered after the kit's tasks: 6- in the stock kit
+                target = concept_page(copy)
             assert target.exists(), f"the worked example's {source.relative_to(EXAMPLE)} replaces a file new-task wrote"
             shutil.copy2(source, target)
     registry = (copy / REGISTRY).read_text()
@@ -360,7 +369,7 @@ def test_new_task_then_the_worked_example_then_remove_task(kit_copy):
     run_guide_commands(copy, env, "new task")
     assert changed_outside(copy, own_files(copy, TASK)) == CHANGED_BY_NEW_TASK
     guide_table = (copy / "docs" / "student-guide.md").read_text()
-    assert f"| {TASK} | `exercises/{TASK}.py` | `{TASK}(x)` |" in guide_table and f"concepts/6-{TASK}.md" in guide_table
+    assert f"| {TASK} | `exercises/{TASK}.py` | `{TASK}(x)` |" in guide_table and f"concepts/{concept_page(copy).name}" in guide_table
     refused_again = bertlab(copy, env, "new-task", TASK)
     assert refused_again.returncode == 2 and "already a task" in refused_again.stderr, refused_again.stderr
     for bad in ("2fast", "class", "Cosine"):
