@@ -379,6 +379,27 @@ def test_scan_finds_planted_leaks(bundle, tmp_path):
     assert "src/bertlab_grader/x.txt: instructor-only path" in problems
 
 
+def test_a_stub_among_the_instructor_files_is_not_a_leak(tmp_path, monkeypatch):
+    """A whole submission of the kit that has not started a task (the demo's erin, after `bertlab
+    new-task`) holds the untouched stub, which the bundle ships: the scan does not call the bundle's
+    stub a copy of it. Any other instructor-only file copied into the bundle still is one."""
+    from bertlab_grader.authoring import leak_scan
+    from bertlab_grader.authoring.stubs import expected_exercises
+
+    name, stub = next(iter(expected_exercises().items()))
+    package = tmp_path / "bertlab_grader"
+    (package / "commands" / "demo_cohort" / "erin").mkdir(parents=True)
+    (package / "commands" / "demo_cohort" / "erin" / name).write_text(stub, encoding="utf-8")
+    (package / "secret.py").write_text("ANSWER = 'instructor only, long enough to be recognised by the scan'\n")
+    monkeypatch.setattr(leak_scan, "PACKAGE_DIR", package)
+    monkeypatch.setattr(leak_scan, "CHECKOUT", None)
+    monkeypatch.setattr(leak_scan, "REFERENCE_DIR", package)
+    monkeypatch.setattr(leak_scan, "SUITES_DIR", package)
+    found = leak_scan._instructor_only_hashes()
+    assert hashlib.sha256(stub.encode()).hexdigest() not in found, found
+    assert hashlib.sha256((package / "secret.py").read_bytes()).hexdigest() in found, found
+
+
 def test_links_in_the_bundle_docs_resolve_inside_the_bundle(bundle):
     """A student page that links to a page the bundle does not ship is a dead end for the student."""
     broken = []

@@ -107,7 +107,7 @@ def test_new_task_gives_each_whole_submission_its_file_by_the_rule(tmp_path):
     written = task_files._add_to_fixtures(tmp_path, new)
 
     reference = "def spearman_rank(x):\n    return 1.0\n"  # the fences stripped
-    stub = task_files.NOT_STARTED + (tmp_path / "exercises" / new.filename).read_text()  # (not a byte-for-byte copy)
+    stub = (tmp_path / "exercises" / new.filename).read_text()
     expected = {f"{task_files.OUTSIDE_BANK}/correct_one/{new.filename}": reference,
                 f"tests/redteam_submissions/correct/{new.filename}": reference,
                 f"grader/bertlab_grader/commands/demo_cohort/erin/{new.filename}": stub}

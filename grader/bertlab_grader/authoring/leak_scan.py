@@ -59,7 +59,10 @@ def solution_fingerprints() -> dict[str, str]:
 
 def _instructor_only_hashes() -> dict[str, str]:
     """{sha256: path} of every file of the instructor package with enough content to be recognisable
-    (its copy of the docs aside: the student pages among them ship by design)."""
+    (its copy of the docs aside: the student pages among them ship by design), but for a copy of a
+    stub: the bundle ships the stubs (a whole submission of the kit that has not started a task, the
+    demo's erin, holds one), as solution_fingerprints leaves their lines out."""
+    shipped = {hashlib.sha256(text.encode("utf-8")).hexdigest() for text in expected_exercises().values()}
     hashes = {}
     # In a checkout the solutions and the hidden suites are folders of their own beside grader/.
     for root in dict.fromkeys((PACKAGE_DIR, REFERENCE_DIR, SUITES_DIR)):
@@ -68,8 +71,9 @@ def _instructor_only_hashes() -> dict[str, str]:
             if _is_junk(path) or any(_is_junk(p) for p in rel.parents) or rel.parts[0] == "kit_docs":
                 continue
             data = path.read_bytes()
-            if len(data.strip()) >= 64:
-                hashes[hashlib.sha256(data).hexdigest()] = _kit_name(path)
+            digest = hashlib.sha256(data).hexdigest()
+            if len(data.strip()) >= 64 and digest not in shipped:
+                hashes[digest] = _kit_name(path)
     return hashes
 
 

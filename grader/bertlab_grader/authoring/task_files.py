@@ -346,8 +346,6 @@ FIXTURE_FOLDERS = ("tests/redteam_submissions", "grader/bertlab_grader/commands/
 #: The whole submissions of FIXTURE_FOLDERS that are right in every task (the red team's honest student,
 #: tests/redteam_submissions/README.md); the others there (the demo's erin) are hostile in every task.
 HONEST_FIXTURES = ("tests/redteam_submissions/correct",)
-#: The first line of the stub new-task gives a hostile whole submission.
-NOT_STARTED = "# Not started: the task's stub, as released (bertlab new-task).\n"
 
 
 def whole_submissions(root: Path) -> dict[str, bool]:
@@ -371,12 +369,10 @@ def whole_submissions(root: Path) -> dict[str, bool]:
 
 def _add_to_fixtures(root: Path, exercise: Exercise) -> list[str]:
     """The new task's file in every whole submission: the reference (fences stripped) in an honest one,
-    so that it keeps full marks; the stub in a hostile one, which so earns nothing in the new task
-    either (NOT_STARTED above it: a byte-for-byte copy of the stub among the grader's files would stop
-    `bertlab release`, whose leak scan refuses a bundle file equal to an instructor-only one). The paths
-    written."""
+    so that it keeps full marks; the untouched stub in a hostile one, which so earns nothing in the new
+    task either. The paths written."""
     reference = strip_fences((root / "solutions" / exercise.filename).read_text(encoding="utf-8"))
-    stub = NOT_STARTED + (root / "exercises" / exercise.filename).read_text(encoding="utf-8")
+    stub = (root / "exercises" / exercise.filename).read_text(encoding="utf-8")
     written = []
     for folder, honest in whole_submissions(root).items():
         (root / folder / exercise.filename).write_text(reference if honest else stub, encoding="utf-8")
