@@ -30,8 +30,6 @@ for page, pattern in (("docs/hidden-suites.md", r"^### mean_reciprocal_rank \(\d
         s = s[:m.start(1)] + str(int(m.group(1)) + 1) + s[m.end(1):]  # the placeholder's 3 points, now 4
     p.write_text(s)
 subprocess.run([sys.executable, "tools/build_exercises.py"], check=True)
-erin = root / "grader/bertlab_grader/commands/demo_cohort/erin/mean_reciprocal_rank.py"
-first = erin.read_text().splitlines(keepends=True)[0]
-assert first.startswith("# Not started"), first
-erin.write_text(first + (root / "exercises/mean_reciprocal_rank.py").read_text())
+# erin (the demo's hostile student) keeps the untouched stub: the new one.
+shutil.copy2(root / "exercises/mean_reciprocal_rank.py", root / "grader/bertlab_grader/commands/demo_cohort/erin/mean_reciprocal_rank.py")
 print("filled")
