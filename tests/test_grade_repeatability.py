@@ -55,7 +55,9 @@ MEMORY_TEST = "test_search_memory_stays_bounded"
 #: long call lost more to the burner than the reference's short one (a woken process gets the CPU at
 #: once for a few milliseconds), and the 4-point search test moved by up to 0.19; each side is now
 #: timed by the CPU time its sandboxed process used (grader/bertlab_grader/performance/timing.py,
-#: ``_CpuClocks``), measured (2026-12-04) within 0.09 of each other quiet and loaded.
+#: ``_CpuClocks``), measured (2026-12-04) within 0.09 of each other quiet and loaded; but CI then saw
+#: the full-matrix search at 5.06x and 6.10x (0.11 apart): its process and the reference's sat on
+#: different CPUs. Both are now pinned to one CPU while timed (``_on_one_core``): 6.10x to 6.23x.
 SPEED_SPREAD = 0.1
 
 

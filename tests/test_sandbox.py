@@ -317,6 +317,39 @@ def test_timeout_then_the_next_call_runs_in_a_fresh_child(sb):
         assert impl.cka.remember(2) == 1  # modules re-imported in a new process
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_a_call_waiting_for_a_cpu_on_a_busy_machine_is_not_timed_out(sb):
+    """The call limit counts the submission's time, not the load's: a call that needs 1 s of CPU, under
+    a 1.5 s limit, is squeezed onto one CPU with three busy processes (it gets about a quarter of it,
+    so it takes about 4 s of wall time) and still returns; the same files graded on a quiet machine
+    and on a busy one get the same verdict. A wait that never ends is still cut (the test above)."""
+    import subprocess
+
+    src = {"cka.py": "import time\n"
+                     "def work(seconds):\n"
+                     "    end = time.process_time() + seconds\n"
+                     "    while time.process_time() < end:\n        pass\n"
+                     "    return seconds\n"}
+    core = {min(os.sched_getaffinity(0))}
+    with sb.session(src, call_timeout_s=1.5) as impl:
+        assert impl.cka.work(0.0) == 0.0  # the process exists now
+        pid = impl._session.process_id()
+        assert pid, "the submission's process id was not found"
+        os.sched_setaffinity(pid, core)
+        burners = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass"]) for _ in range(3)]
+        try:
+            for burner in burners:
+                os.sched_setaffinity(burner.pid, core)
+            started = time.monotonic()
+            assert impl.cka.work(1.0) == 1.0
+            wall = time.monotonic() - started
+        finally:
+            for burner in burners:
+                burner.kill()
+                burner.wait()
+    assert wall > 1.5, f"the call took {wall:.2f} s: the load did not slow it past the limit, so this shows nothing"
+
+
 def test_a_call_that_timed_out_is_not_made_again_with_inputs_of_the_same_kind(sb):
     """One endless loop costs the limit once: the same function with the same kind of inputs (dtype
     and rank; sizes do not matter) fails at once with the first timeout's message, while another

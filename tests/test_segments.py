@@ -96,8 +96,10 @@ def sandbox(tmp_path_factory):
 
     if launcher.find_bwrap() is None:
         pytest.skip("bubblewrap (bwrap) is not installed: grading needs the real sandbox")
-    # A 3 s limit instead of 20 s: the hangs cost less, and both ways of grading share it.
-    sb = Sandbox(kit_root=KIT, hide=[], timeout_s=3.0)
+    # A 3 s limit instead of 20 s: the hangs cost less, and both ways of grading share it. A 1 GiB
+    # memory budget instead of 3: erin's memory bomb meets it after about 2 s of work, not 5 s, so it
+    # is stopped by the memory limit both ways, never by the call's time limit one way only.
+    sb = Sandbox(kit_root=KIT, hide=[], timeout_s=3.0, memory_mb=1024)
     warm_up()
     yield sb
     sb.close()

@@ -8,7 +8,9 @@ apart, so whatever speed the machine has at that moment (a virtual machine's spe
 seconds, measured: docs/hidden-suites.md "Where the spread comes from") hits both alike and cancels
 in their ratio; the median then ignores the pairs one side spent under a burst of load.
 
-Each call is measured by the CPU time its side's sandboxed process used during it (``_CpuClocks``),
+Both sides' processes are pinned to one CPU for the timing (``_on_one_core``), so that the two calls
+of a pair share a core's speed as they share the moment. Each call is measured by the CPU time its
+side's sandboxed process used during it (``_CpuClocks``),
 read from outside that process, so a busy machine's waiting for a CPU, which a long call meets more
 often than a short one, is not in the ratio; where that clock cannot be trusted (the sandbox started
 a process or a thread, or holds a helper process; no sandbox), the whole timing is on the wall clock.
@@ -412,6 +414,11 @@ def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pai
     _prepare(0, student, reference)
     student(0)
     reference(0)
+    with _on_one_core(student, reference):
+        return _timed_pairs(timing, student, reference, pairs, give_up_ratio, right)
+
+
+def _timed_pairs(timing: Timing, student, reference, pairs: int, give_up_ratio: float, right) -> Timing:
     clocks = _CpuClocks(student, reference)
     timing.clock = "cpu" if clocks.trusted else "wall"
     _prepare(1, student, reference)
@@ -443,6 +450,50 @@ def _compare(student: Callable[[int], Any], reference: Callable[[int], Any], pai
                     until=lambda: (points_settled(timing.ratios, pairs + EXTRA_PAIRS)
                                    or sum(timing.student) > budget))
     return timing
+
+
+@contextlib.contextmanager
+def _on_one_core(*sides):
+    """Both sides' processes on one CPU for the timing, put back as they were after it.
+
+    A pair's two calls are adjacent in time so that whatever speed the machine has then hits both;
+    on two different CPUs of a virtual machine they would not share it (one virtual CPU can run slower
+    than another for seconds at a time, its physical core shared with another guest or with the
+    other CPU's load), and the whole timing's ratio would carry the difference. On one CPU the two
+    calls take turns on the very same core. Where a pid is unknown (no sandbox) or the kernel refuses,
+    nothing is pinned; ``BERTLAB_NO_PIN=1`` in the grader's environment turns it off, to measure the
+    difference (docs/hidden-suites.md, "Where the spread comes from")."""
+    import os
+
+    pids = [getattr(side, "process_id", lambda: None)() for side in sides]
+    if os.environ.get("BERTLAB_NO_PIN") or not hasattr(os, "sched_setaffinity") or not all(pids):
+        yield
+        return
+    kept = {}
+    try:
+        core = _current_cpu()
+        for pid in pids:
+            kept[pid] = os.sched_getaffinity(pid)
+            os.sched_setaffinity(pid, {core})
+    except OSError:
+        pass
+    try:
+        yield
+    finally:
+        for pid, cpus in kept.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(pid, cpus)
+
+
+def _current_cpu() -> int:
+    """The CPU this process last ran on (field 39 of /proc/self/stat), or the first one it may use."""
+    import os
+
+    try:
+        with open("/proc/self/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return min(os.sched_getaffinity(0))
 
 
 def _answers_right(right: Callable[[Any, Any, int], bool], student_result: Any, reference_result: Any,
@@ -576,6 +627,9 @@ class _SandboxedSide:
 
     def census(self) -> Optional[tuple]:
         return self.session.census()
+
+    def process_id(self) -> Optional[int]:
+        return self.session.process_id()
 
 
 def student_call(impl, fn: Callable, inputs: TimedInputs) -> Callable[[int], Any]:

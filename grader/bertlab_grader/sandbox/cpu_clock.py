@@ -28,6 +28,18 @@ def cpu_seconds(pid: int) -> Optional[float]:
         return None
 
 
+def queued_seconds(pid: int) -> Optional[float]:
+    """Seconds process ``pid`` (its main thread) has spent runnable but waiting for a CPU, or None when
+    it is gone or the kernel keeps no scheduler statistics (the second field of /proc/PID/schedstat).
+    A call's deadline does not count that time (session.py, ``_Deadline``): on a busy machine it
+    grows with the load, not with the submission's code."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _status(pid: int) -> dict[str, str]:
     fields = {}
     with open(f"/proc/{pid}/status") as f:
