@@ -91,3 +91,45 @@ def test_watch_grades_each_hand_in_once_it_settles_and_stops_cleanly_on_ctrl_c(t
     assert proc.returncode == 0, out[-3000:]
     assert "Stopped watching" in out and "Traceback" not in out, out[-3000:]
     assert not journal.journal_paths(CourseSettings(course, "week7")), "a journal left behind: something half-recorded"
+
+
+def test_the_watcher_grades_what_is_pending_with_the_workers_it_then_keeps(tmp_path, monkeypatch):
+    """One pool for the batch run and the watch: the workers' start-up and preflight (tens of seconds)
+    are paid once. The pool the watcher starts is the one the batch run grades with, and the batch run
+    neither starts nor stops workers of its own."""
+    from bertlab_grader.course import pool as course_pool, runner, watch
+    from bertlab_grader.course.settings import CourseSettings
+
+    course = tmp_path / "course"
+    (course / "source" / "week7").mkdir(parents=True)
+    folder = course / "submitted" / "ann" / "week7"
+    folder.mkdir(parents=True)
+    for name, text in STUBS.items():
+        (folder / name).write_text(text)
+    started, used, stopped = [], [], []
+    warm = ["a warm worker"]
+
+    def start_workers(n, settings, timings=None):
+        started.append(n)
+        return warm
+
+    def pool_results(submissions, pool, keep_workers=False):
+        used.append((pool, keep_workers))
+        for submission in submissions:  # a grader failure: nothing is recorded, nothing else is needed
+            yield submission, None, "not graded in this test"
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the batch run started or stopped workers of its own")
+
+    monkeypatch.setattr(watch, "start_workers", start_workers)
+    monkeypatch.setattr(watch, "start_fork_server", lambda: None)
+    monkeypatch.setattr(watch, "stop_workers", lambda pool: stopped.append(pool))
+    monkeypatch.setattr(runner, "start_workers", refuse)
+    monkeypatch.setattr(runner, "stop_workers", refuse)
+    monkeypatch.setattr(runner, "_pool_results", pool_results)
+    code = watch.watch_course(CourseSettings(course, "week7"), runner.RunOptions(quiet=True, workers=2),
+                              should_stop=lambda: True, out=open(tmp_path / "watch.log", "w"))
+    assert started == [2], f"the watcher started workers {len(started)} time(s): {started}"
+    assert used == [(warm, True)], f"the batch run graded with {used}, not the watcher's warm pool (kept)"
+    assert stopped == [warm], "the watcher did not stop its pool when it stopped"
+    assert code == 1, "a submission the grader could not grade makes the exit status 1"

@@ -63,6 +63,7 @@ from bertlab_grader.course.results import format_gradebook
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import handin_notes
 from bertlab_grader.course.summary import RunSummary, write_last_run
+from bertlab_grader.grading.segments import FINAL
 from bertlab_grader.performance import gate as timing_gate, record as timing_record
 from bertlab_grader.performance.host_gate import HostGate
 
@@ -109,8 +110,12 @@ def grade_course(settings: CourseSettings, options: RunOptions = RunOptions()) -
     return run_course(settings, options).exit_code
 
 
-def run_course(settings: CourseSettings, options: RunOptions = RunOptions()) -> RunSummary:
+def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), warm_pool: list | None = None) -> RunSummary:
     """``grade_course``, returning the RunSummary.
+
+    ``warm_pool``: workers already started (``pool.start_workers``) to grade with and leave running
+    (`bertlab grade --watch` grades its first batch with the workers it then keeps); by default the
+    run starts its own and stops them at the end.
 
     Speed: each distinct submission is timed once and identical files reuse that measurement, kept in
     the course (grader/bertlab_grader/performance/record.py; ``options.retime``, ``options.keep_timings``).
@@ -148,13 +153,16 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions()) -> 
             continue
         (refused if s.error else todo).append(s)
     distinct, copies = group_copies(todo, digests) if options.grade_copies_once else (todo, {})
-    workers = (max(1, min(options.workers or default_workers(), len(distinct)))
+    # No more workers than jobs that can run at once: a submission is graded in up to FINAL parts at
+    # once when fewer wait than there are workers (course/schedule.py), so one late hand-in on two
+    # cores gets both: its parts (and the two preflights) run side by side.
+    workers = (max(1, min(options.workers or default_workers(), len(distinct) * FINAL))
                if todo and not options.on_cluster else 0)
     stack = contextlib.ExitStack()
     grading = None
     if todo and options.on_cluster:  # connect first: an unreachable scheduler changes nothing (exit 2)
         grading = _start_cluster(stack, settings, options)
-    elif todo:
+    elif todo and warm_pool is None:
         start_fork_server()  # its warm-up overlaps the checks and the gradebook set-up below
         _check_sandbox(settings)
     # The gradebook set-up (several seconds of nbgrader) runs in a thread while the workers start: the
@@ -176,7 +184,10 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions()) -> 
         if options.retime:
             timing_record.set_aside(course, assignment)
         timings = timing_record.record_path(course, assignment) if options.keep_timings else None
-        pool = start_workers(workers, settings, timings) if todo and not grading else []
+        if warm_pool is not None:
+            pool = warm_pool
+        else:
+            pool = start_workers(workers, settings, timings) if todo and not grading else []
         preparing.join()
         if "error" in prepared:
             error = prepared["error"]
@@ -205,7 +216,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions()) -> 
                 record = timing_record.TimingRecord(timings, timing_record.protocol_digest()) if timings else None
                 finishing = grading.results(distinct, course_submissions.read_submission_sources, record)
             else:
-                finishing = _pool_results(distinct, pool)
+                finishing = _pool_results(distinct, pool, keep_workers=warm_pool is not None)
             try:
                 for graded, result, failure in finishing:
                     for submission in [graded] + copies.get(graded.student, []):
@@ -225,7 +236,8 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions()) -> 
             progress.close()
         # (leaving the writer wrote the last batch: recorded before the summary counts it)
     finally:
-        stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
+        if warm_pool is None:
+            stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
         if grading:
             summary.unfit_workers = dict(grading.unfit)
         stack.close()  # the cluster: the plugin off the workers, the client (and a local cluster) closed

@@ -1,8 +1,8 @@
 """`bertlab grade COURSE --watch`: grade each hand-in seconds after it arrives, with warm workers.
 
 A batch run (runner.py) pays for its workers' start-up and preflight (torch, MiniLM, the reference
-graded in each sandbox: tens of seconds) every time. The watcher pays for it once: it first grades
-what is pending as a batch run does, then keeps one pool of warm workers and looks at `submitted/`
+graded in each sandbox: tens of seconds) every time. The watcher pays for it once: it starts one pool
+of warm workers, grades what is pending with it as a batch run does, then keeps it and looks at `submitted/`
 every ``POLL_S``. A submission folder whose files are new or changed (its digest differs from the
 one its results.json records) is graded as soon as it has stopped changing for ``SETTLE_S`` (a
 folder still being copied, by `nbgrader collect` or by hand, is never graded half-copied), and
@@ -28,6 +28,7 @@ from bertlab_grader.core.failures import RunStopped
 from bertlab_grader.course import gradebook as course_gradebook, journal
 from bertlab_grader.course import results as course_results, submissions as course_submissions
 from bertlab_grader.course.config import CourseError
+from bertlab_grader.course.preconditions import check_course_for_grading
 from bertlab_grader.course.pool import (_check_sandbox, _pool_results, default_workers, start_fork_server,
                                          start_workers, stop_workers)
 from bertlab_grader.course.runner import RunOptions, _record, run_course
@@ -100,14 +101,22 @@ def watch_course(settings: CourseSettings, options: RunOptions = RunOptions(), *
     result and its feedback are written. Returns the exit code of the batch run, or 1 when a later
     hand-in could not be graded because of the grader."""
     out = out or sys.stderr
-    first = run_course(settings, dataclasses.replace(options, empty_ok=True))
-    exit_code = first.exit_code
     course, assignment = settings.root, settings.assignment
+    check_course_for_grading(settings, empty_ok=True)  # before any worker starts (the batch run checks again)
     _check_sandbox(settings)
     start_fork_server()
+    # One pool, started once: it grades what is pending (the batch run below) and then every hand-in.
     workers = max(1, options.workers or default_workers())
     timings = timing_record.record_path(course, assignment) if options.keep_timings else None
+    if options.retime:
+        timing_record.set_aside(course, assignment)
     pool = start_workers(workers, settings, timings)
+    try:
+        first = run_course(settings, dataclasses.replace(options, empty_ok=True, retime=False), warm_pool=pool)
+    except BaseException:
+        stop_workers(pool)
+        raise
+    exit_code = first.exit_code
     arrivals = Arrivals()
     graded_digest = {student: result.get("submission_digest")
                      for student, result in course_results.load_results(course, assignment).items()}
