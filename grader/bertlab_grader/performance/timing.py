@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import statistics
 import time
 from contextlib import nullcontext
@@ -463,8 +464,6 @@ def _on_one_core(*sides):
     calls take turns on the very same core. Where a pid is unknown (no sandbox) or the kernel refuses,
     nothing is pinned; ``BERTLAB_NO_PIN=1`` in the grader's environment turns it off, to measure the
     difference (docs/hidden-suites.md, "Where the spread comes from")."""
-    import os
-
     pids = [getattr(side, "process_id", lambda: None)() for side in sides]
     if os.environ.get("BERTLAB_NO_PIN") or not hasattr(os, "sched_setaffinity") or not all(pids):
         yield
@@ -487,8 +486,6 @@ def _on_one_core(*sides):
 
 def _current_cpu() -> int:
     """The CPU this process last ran on (field 39 of /proc/self/stat), or the first one it may use."""
-    import os
-
     try:
         with open("/proc/self/stat") as f:
             return int(f.read().rsplit(")", 1)[1].split()[36])
