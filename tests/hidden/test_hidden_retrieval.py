@@ -35,6 +35,7 @@ from bertlab.assertions import (check_close, check_tensor, describe_change, did_
                                 index_problem, name_mistake, short, true_cosines)
 from bertlab.mistakes import hint as mistake_hint
 from bertlab.probes import substituted
+from bertlab.teaching.retrieval import input_fingerprint, seeded_rows
 
 pytestmark = pytest.mark.retrieval
 
@@ -426,11 +427,17 @@ def mib(n_bytes: float) -> str:
     return f"{n_bytes / 2**20:,.0f} MiB"
 
 
+def memory_recipes(N: int, rows: int | None = None) -> tuple[dict, dict]:
+    """The recipes (``seeded_rows``) of memory_inputs(N), the corpus cut to its first ``rows`` rows: what
+    the probe is sent, so that the submission's process builds the tens of MiB of corpus itself."""
+    return ({"shape": [MEMORY_QUERIES, MEMORY_D], "seed": 270},
+            {"shape": [N, MEMORY_D], "seed": 271 + N // MEMORY_SMALL_N, "rows": N if rows is None else rows})
+
+
 @functools.lru_cache(maxsize=None)
 def memory_inputs(N: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Seeded float32 (queries [32, 4], corpus [N, 4]), the same in every grading of this process."""
-    return (torch.randn(MEMORY_QUERIES, MEMORY_D, generator=generator(270)),
-            torch.randn(N, MEMORY_D, generator=generator(271 + N // MEMORY_SMALL_N)))
+    return tuple(seeded_rows(recipe) for recipe in memory_recipes(N))
 
 
 @functools.lru_cache(maxsize=None)
@@ -440,6 +447,12 @@ def memory_expected(N: int, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
 
     queries, corpus = memory_inputs(N)
     return load_implementation("reference").retrieval.semantic_search(queries, corpus[:rows], top_k=10)
+
+
+def same_inputs(built, tensors) -> bool:
+    """Whether the fingerprints the probe returned (``input_fingerprint``) are those of ``tensors``, exactly."""
+    return (isinstance(built, list) and len(built) == len(tensors)
+            and all(got == input_fingerprint(tensor) for got, tensor in zip(built, tensors)))
 
 
 def check_hits_without_full_cosines(result, expected, queries, corpus, what: str) -> None:
@@ -491,7 +504,7 @@ def test_search_memory_stays_bounded(impl, reference):
         """The extra memory of one search over the corpus's first ``rows`` rows (each call has the whole
         time limit of a call), after checking its answer."""
         try:
-            report = run_probe(impl, "search_memory", impl.retrieval.semantic_search, queries, corpus[:rows], 10,
+            report = run_probe(impl, "search_memory", impl.retrieval.semantic_search, *memory_recipes(large, rows), 10,
                                limit_s=MEMORY_CALL_LIMIT_S)
         except SubmissionTimeout:
             fail(f"{described(rows)} did not return within {MEMORY_CALL_LIMIT_S:g} s, so its memory could not be "
@@ -501,6 +514,9 @@ def test_search_memory_stays_bounded(impl, reference):
                  "one matrix product and keep a running top-k of tensors.")
         if not report["measured"]:
             raise GraderFailure(f"the memory of a search could not be measured where it ran: {report['why']}")
+        if not same_inputs(report.get("built"), [queries, corpus[:rows]]):
+            raise GraderFailure(f"the submission's process built other inputs from the recipes of {described(rows)} "
+                                f"than the grader's: {report.get('built')}")
         # The points are for a right answer that keeps the promise: a search that holds nothing earns nothing.
         check_hits_without_full_cosines(report["result"], memory_expected(large, rows), queries, corpus[:rows],
                                         described(rows))
