@@ -137,7 +137,8 @@ def test_the_html_shows_the_table_the_escaped_message_the_hint_and_the_next_step
     assert "first failure: test_b (test_" in page and f"your code: exercises/{SECOND}.py:3 in f" in page
     assert "<b>Hint:</b> Shapes first" in page
     assert f"Progress: 0 of {len(EXERCISE_TASKS)} tasks passed" in page
-    assert f"<code>bertlab check --task {SECOND}</code>" in page  # the next step, its command as code
+    # The next step, as the call a notebook cell makes (the terminal's command is for the terminal).
+    assert f'then run <code>bertlab.check("{SECOND}")</code>' in page and "--task" not in page
     assert "(not everything passes yet;" in page
     assert "another failure" not in page  # only the first failure, unless verbose
 

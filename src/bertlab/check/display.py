@@ -317,6 +317,10 @@ def _failure(run: CheckRun, task: str) -> str:
             f"{''.join(parts)}</div>")
 
 
+#: How a notebook cell checks a task: the next step under a cell names this call, not the terminal's command.
+NOTEBOOK_CHECK = '`bertlab.check("{task}")`'
+
+
 def html_message(text: str, ok: bool) -> str:
     """One message as HTML, marked as a success or as a failure: what a notebook call says when it has no
     run to show (no exercises found), or what `bertlab submit` said."""
@@ -340,6 +344,6 @@ def html_summary(run: CheckRun, progress: Optional[dict], verbose: bool, first_l
             parts.append(_failure(run, task))
     if progress is not None:
         parts.append(_pre("\n".join(format_progress(progress))))
-    parts.append(f'<div style="font-weight: bold; margin-top: 0.5em">{_text(next_step(run, progress))}</div>')
+    parts.append(f'<div style="font-weight: bold; margin-top: 0.5em">{_text(next_step(run, progress, how=NOTEBOOK_CHECK))}</div>')
     parts.append(f'<div style="opacity: 0.7">{html.escape(verdict(run))}</div>')
     return f'<div class="bertlab-check">{"".join(parts)}</div>'

@@ -93,15 +93,17 @@ def next_task(run: CheckRun, progress: Optional[dict] = None) -> Optional[str]:
     return None
 
 
-def next_step(run: CheckRun, progress: Optional[dict] = None) -> str:
-    """The closing line: which task to work on and how to check it."""
+def next_step(run: CheckRun, progress: Optional[dict] = None, how: str = "`bertlab check --task {task}`") -> str:
+    """The closing line: which task to work on and how to check it (``how``, with ``{task}``: the command
+    in a terminal, ``bertlab.check("{task}")`` under a notebook cell)."""
     task = next_task(run, progress)
     if task is None:
         return ("Next: every task passes. Compare your lesson figures with the reference ones: "
                 "`bertlab lesson` (docs/self-paced.md lists them).")
     report = run.reports.get(task)
+    check = how.format(task=task)
     if report is None:
-        return f"Next: task {task} (exercises/{task}.py). Check it with `bertlab check --task {task}`."
+        return f"Next: task {task} (exercises/{task}.py). Check it with {check}."
     if report.status == NOT_STARTED:
-        return f"Next: start task {task} in exercises/{task}.py, then run `bertlab check --task {task}`."
-    return f"Next: fix task {task} (its first failure is above), then run `bertlab check --task {task}`."
+        return f"Next: start task {task} in exercises/{task}.py, then run {check}."
+    return f"Next: fix task {task} (its first failure is above), then run {check}."
