@@ -53,18 +53,18 @@ def _grade(cohort: dict, workdir: Path, name: str, **where) -> tuple[float, dict
     course = workdir / name
     write_submissions(course, cohort)
     recorded: list[float] = []
-    real_record = runner._record
+    real_record = runner.record_result
 
     def timed_record(*args, **kwargs):
         real_record(*args, **kwargs)
         recorded.append(time.monotonic())
 
-    runner._record = timed_record
+    runner.record_result = timed_record
     start = time.monotonic()
     try:
         summary = runner.run_course(CourseSettings(course, ASSIGNMENT), runner.RunOptions(quiet=True, **where))
     finally:
-        runner._record = real_record
+        runner.record_result = real_record
     end = time.monotonic()
     phases = {"start_up_s": round(recorded[0] - start, 1),
               "warm_s_per_submission": round((recorded[-1] - recorded[0]) / max(len(recorded) - 1, 1), 3),
@@ -129,7 +129,7 @@ def bank_cohort() -> dict[str, dict[str, str]]:
     """Every entry of the kit's bank (mutants and correct variants) as a submission: the reference
     with the entry's one file changed."""
     from bertlab_grader.core.locations import reference_sources
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     cohort = {}
     for entry in load_bank():

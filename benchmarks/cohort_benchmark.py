@@ -79,7 +79,7 @@ def distinct_cohort() -> tuple[dict[str, dict[str, str]], set[str]]:
     import importlib.util
 
     from bertlab.tasks import EXERCISE_FILES
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     solution = reference_sources()
     cohort: dict[str, dict[str, str]] = {}
@@ -140,7 +140,7 @@ def build_cohort(n: int, seed: int = 0) -> dict[str, dict[str, str]]:
     """student -> {filename: source}: about 60% solution copies, 30% mutants, 10% broken."""
     rng = random.Random(seed)
     solution = reference_sources()
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     mutants = [e.path / e.file for e in load_bank(kinds=("mutant",))]  # each mutant's one changed file
     cohort = {}
@@ -305,7 +305,7 @@ def grader_stages(cohort: dict[str, dict[str, str]], every: int) -> dict:
     import grading_floor as gf  # benchmarks/grading_floor.py
     from bertlab_grader.core.locations import KIT_ROOT as INSTALLED_KIT
     from bertlab_grader.grading import scoring
-    from bertlab_grader.sandbox import Sandbox
+    from bertlab_grader.sandbox.launcher import Sandbox
 
     torch.set_num_threads(1)  # as a grader worker
     totals: dict[str, float] = defaultdict(float)

@@ -152,7 +152,7 @@ def real(repeats: int, files: dict, student: str, course: Path) -> dict:
     from bertlab_grader.core.locations import KIT_ROOT as INSTALLED_KIT
     from bertlab_grader.course import config as course_config, gradebook as course_gradebook
     from bertlab_grader.grading import scoring
-    from bertlab_grader.sandbox import Sandbox
+    from bertlab_grader.sandbox.launcher import Sandbox
 
     rows = []
     with watched_grader() as (watch, by_task), contextlib.closing(Sandbox(kit_root=INSTALLED_KIT)) as sandbox:
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
     from bertlab_grader.core.locations import reference_sources
     from bertlab_grader.course.submissions import read_submission_sources
     from bertlab_grader.grading.scoring import max_points_by_task, warm_up
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     torch.set_num_threads(1)  # as a grader worker
     warm_up()

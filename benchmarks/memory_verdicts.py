@@ -61,7 +61,7 @@ def submissions() -> dict[str, dict[str, str]]:
     from bertlab_grader.core.fences import strip_fences
     from bertlab_grader.core.locations import reference_sources
     from bertlab_grader.course.submissions import read_submission_sources
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     reference = {name: strip_fences(text) for name, text in reference_sources().items()}
     found = {"the reference": reference}
@@ -84,7 +84,7 @@ def grade_memory(sandbox, name: str, files: dict[str, str]) -> tuple[float, floa
 
 
 def main() -> int:
-    from bertlab_grader.sandbox import Sandbox
+    from bertlab_grader.sandbox.launcher import Sandbox
 
     sources = submissions()
     sandbox = Sandbox()

@@ -41,7 +41,7 @@ VARIANTS = ("var_pool_loop", "var_ret_loop")
 def probe_submissions() -> dict[str, dict[str, str]]:
     """name -> {filename: source} of every submission whose grades must repeat."""
     from bertlab_grader.core.locations import reference_sources
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     found = {"reference": reference_sources()}
     for entry in load_bank(kinds=("variant",)):

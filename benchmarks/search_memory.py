@@ -63,7 +63,7 @@ def txtai_numpy_search(queries, corpus, top_k: int = 10):
 
 def candidates():
     from bertlab.implementations import load_directory, load_implementation
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     found = [("reference", load_implementation("reference").retrieval.semantic_search),
              ("sentence-transformers util", sentence_transformers_search),

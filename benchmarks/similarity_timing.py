@@ -47,7 +47,7 @@ ASSIGNMENT = "week7"
 
 def file_pools() -> dict[str, list[str]]:
     """{filename: [texts a student's file of that task may be]}."""
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
     from bertlab_grader.core.locations import reference_sources as stripped_solutions
 
     tests = KIT_ROOT / "tests"

@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     from bertlab_grader.course.submissions import read_submission_sources
     from bertlab_grader.core.locations import reference_sources
     from bertlab_grader.performance.timing import TimedInputs, compare_speed, reference_call, student_call
-    from bertlab_grader.sandbox import Sandbox
+    from bertlab_grader.sandbox.launcher import Sandbox
     from bertlab_grader.grading.scoring import warm_up
 
     torch.set_num_threads(1)  # as in a grader worker and in the sandbox

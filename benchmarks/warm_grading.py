@@ -22,9 +22,9 @@ def main() -> int:
     import torch
 
     from bertlab_grader.course.submissions import read_submission_sources
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
     from bertlab_grader.core.locations import reference_sources
-    from bertlab_grader.sandbox import Sandbox
+    from bertlab_grader.sandbox.launcher import Sandbox
     from bertlab_grader.grading.scoring import run_hidden_suite, warm_up
 
     torch.set_num_threads(1)  # as a grader worker

@@ -240,7 +240,8 @@ def _top_level_names(path: Path) -> set[str]:
 def test_each_name_is_imported_from_the_module_that_defines_it():
     """No door: a module that passes on another module's names gives one concept two addresses, and
     callers drift between them (the course room had such a module, re-exporting 37 names, and most
-    callers went around it). A package's ``__init__.py`` may still name its public members."""
+    callers went around it). A package's ``__init__.py`` is no exception (bertlab.check's re-exported 20
+    names, private ones among them, and the mutant bank's called itself a door)."""
     modules = kit_modules()
     defined = {name: _top_level_names(path) for name, path in modules.items()}
     passed_on = []
@@ -248,11 +249,23 @@ def test_each_name_is_imported_from_the_module_that_defines_it():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules):
                 continue
-            if modules[node.module].name == "__init__.py":
-                continue
             passed_on += [f"{module} takes {alias.name} from {node.module}" for alias in node.names
                           if alias.name not in defined[node.module] and f"{node.module}.{alias.name}" not in modules]
     assert passed_on == [], "import each name from the module that defines it: " + "; ".join(passed_on)
+
+
+def test_no_file_imports_another_files_private_name():
+    """A name with a leading underscore is its file's own business: a file that needs another's helper
+    imports a public name, so a reader sees the seam (runner.py once took ``_check_sandbox``,
+    ``_pool_results`` and ``_context`` from pool.py; gradebook.py four names from config.py). An alias
+    to a private name of one's own (``import x as _x``) is fine."""
+    taken = []
+    for module, path in kit_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                taken += [f"{path.relative_to(ROOT)}:{node.lineno} takes {alias.name} from {'.' * node.level}{node.module}"
+                          for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert taken == [], "give the name a public spelling where it is defined: " + "; ".join(taken)
 
 
 #: Where an import inside a function is the rule, not the exception (docs/architecture.md, "Imports"):

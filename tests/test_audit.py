@@ -15,7 +15,7 @@ from bertlab_grader.authoring.audit import run_audit
 from bertlab_grader.grading.hints import matching_mistakes
 from bertlab_grader.mutants.bank import FINGERPRINTS
 from bertlab.tasks import EXERCISE_FILES
-from bertlab_grader.mutants import load_bank
+from bertlab_grader.mutants.bank import load_bank
 from bertlab_grader.core.locations import reference_sources as stripped_solutions
 from bertlab.tasks import EXERCISE_TASKS
 

@@ -20,7 +20,10 @@ from pathlib import Path
 import pytest
 
 from bertlab.tasks import EXERCISE_TASKS
-from bertlab import check, progress
+from bertlab import progress
+from bertlab.check import display as check_display
+from bertlab.check import events, hints
+from bertlab.check import run as check_run
 from bertlab.errors import UsageError
 from bertlab.workspace import find_workspace
 from bertlab_grader.core.locations import REFERENCE_DIR
@@ -36,7 +39,7 @@ def run_check(bundle: Path, *args: str, cwd: Path | None = None, **env: str) -> 
     shadow = bundle.parent / "shadow"
     (shadow / "bertlab_grader").mkdir(parents=True, exist_ok=True)
     (shadow / "bertlab_grader" / "__init__.py").write_text("raise ModuleNotFoundError(name='bertlab_grader')\n")
-    environ = {k: v for k, v in os.environ.items() if k not in (check.TIMEOUT_ENV, "NO_COLOR")}
+    environ = {k: v for k, v in os.environ.items() if k not in (events.TIMEOUT_ENV, "NO_COLOR")}
     environ.update(PYTHONPATH=os.pathsep.join([str(bundle / "src"), str(shadow)]), HF_HUB_OFFLINE="1", **env)
     return subprocess.run([sys.executable, "-m", "bertlab.cli", "check", *args], cwd=cwd or bundle, env=environ,
                           capture_output=True, text=True, timeout=900)
@@ -117,7 +120,7 @@ def test_check_reports_a_process_exit_inside_student_code(bundle):
 
 def test_check_stops_an_endless_loop(bundle):
     replace_in_stub(bundle, "cka", "linear_cka", "while True: pass")
-    result = run_check(bundle, "--task", "cka", **{check.TIMEOUT_ENV: "3"})
+    result = run_check(bundle, "--task", "cka", **{events.TIMEOUT_ENV: "3"})
     assert result.returncode == 1
     assert "Timed out: this test ran for more than 3 s" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
@@ -181,7 +184,7 @@ def test_task_status(outcomes, status):
     names = [f"t{i}" for i in range(len(outcomes))]
     events = [collected(*(("cka", n) for n in names))]
     events += [result("cka", n, o, stub, STUB if stub else "wrong") for n, (o, stub) in zip(names, outcomes)]
-    run = check.summarise_events(KIT_ROOT, ["cka"], events + [{"event": "finished", "exitstatus": 1}])
+    run = check_run.summarise_events(KIT_ROOT, ["cka"], events + [{"event": "finished", "exitstatus": 1}])
     assert run.reports["cka"].status == status
     assert run.ok == (status == "passed")
 
@@ -189,14 +192,14 @@ def test_task_status(outcomes, status):
 def test_first_failure_prefers_a_wrong_value_to_a_remaining_stub():
     events = [collected(("cka", "a"), ("cka", "b")), result("cka", "a", "failed", True, STUB),
               result("cka", "b", "failed", False, "linear_cka(X, X) is wrong: expected 1, got 0.5.")]
-    run = check.summarise_events(KIT_ROOT, ["cka"], events)
+    run = check_run.summarise_events(KIT_ROOT, ["cka"], events)
     assert run.reports["cka"].first_failure.name == "b"
 
 
 def test_a_run_that_ends_early_marks_the_running_test_and_leaves_the_rest_not_run():
     events = [collected(("cka", "a"), ("cka", "b"), ("pooling", "c")), result("cka", "a"),
               {"event": "start", "nodeid": "test_cka.py::b"}]
-    run = check.summarise_events(KIT_ROOT, ["cka", "pooling"], events, returncode=-9)
+    run = check_run.summarise_events(KIT_ROOT, ["cka", "pooling"], events, returncode=-9)
     assert run.reports["cka"].status == "failed"
     assert "killed by signal SIGKILL" in run.reports["cka"].first_failure.message
     assert run.reports["pooling"].status == "not run"
@@ -204,7 +207,7 @@ def test_a_run_that_ends_early_marks_the_running_test_and_leaves_the_rest_not_ru
 
 
 def test_a_run_that_fails_outside_any_test_is_a_problem():
-    run = check.summarise_events(KIT_ROOT, ["cka"], [], returncode=4)
+    run = check_run.summarise_events(KIT_ROOT, ["cka"], [], returncode=4)
     assert run.problems and "was called wrongly" in run.problems[0]
     assert run.reports["cka"].status == "no tests" and not run.ok
 
@@ -223,9 +226,9 @@ def test_a_run_that_fails_outside_any_test_is_a_problem():
 def test_hints(message, stub, expected):
     task = "siamese" if "siamese" in message else "pooling" if "pool" in message else "cka"
     stub_task, stub_function = stub or (None, None)
-    test = check.TestResult("n", "test_x", task, outcome="failed", stub=stub is not None, stub_task=stub_task,
+    test = check_run.TestResult("n", "test_x", task, outcome="failed", stub=stub is not None, stub_task=stub_task,
                             stub_function=stub_function, message=message)
-    assert expected in check.hint_for(task, test, KIT_ROOT)
+    assert expected in hints.hint_for(task, test, KIT_ROOT)
 
 
 def _failing(call):
@@ -251,49 +254,49 @@ def test_the_plugin_records_the_stub_a_test_reached_from_the_exception():
         return call
 
     info = _failing(wrapped("siamese", stub))
-    assert check._stub_fields(info) == {"stub": True, "stub_task": "pooling", "stub_function": "masked_mean_pool"}
+    assert events._stub_fields(info) == {"stub": True, "stub_task": "pooling", "stub_function": "masked_mean_pool"}
     assert "it needs task pooling" in str(info.value.msg)
 
     def own():
         raise NotImplementedError("my own, not a stub")
 
     info = _failing(wrapped("pooling", own))
-    assert check._stub_fields(info) == {"stub": True, "stub_task": None, "stub_function": None}
+    assert events._stub_fields(info) == {"stub": True, "stub_task": None, "stub_function": None}
     assert str(info.value.msg).startswith("Task pooling is not implemented yet: own raises NotImplementedError(")
-    assert check._stub_fields(_failing(lambda: 1 / 0))["stub"] is False
+    assert events._stub_fields(_failing(lambda: 1 / 0))["stub"] is False
 
 
 def test_a_students_own_not_implemented_error_counts_as_not_started_for_the_task_under_test():
     own = "Task pooling is not implemented yet: helper raises NotImplementedError('later')."
     events = [collected(("pooling", "a"), ("pooling", "b")), result("pooling", "a", "failed", True, own),
               result("pooling", "b", "failed", True, STUB, stub_task="pooling", stub_function="masked_mean_pool")]
-    run = check.summarise_events(KIT_ROOT, ["pooling"], events + [{"event": "finished", "exitstatus": 1}])
+    run = check_run.summarise_events(KIT_ROOT, ["pooling"], events + [{"event": "finished", "exitstatus": 1}])
     assert run.reports["pooling"].status == "not started"
-    assert "exercises/pooling.py" in check.hint_for("pooling", run.reports["pooling"].first_failure, KIT_ROOT)
+    assert "exercises/pooling.py" in hints.hint_for("pooling", run.reports["pooling"].first_failure, KIT_ROOT)
 
 
 @pytest.mark.tasks("cka", "pooling", "siamese", "retrieval")
 def test_next_task_uses_this_run_then_the_recorded_progress():
     events = [collected(("pooling", "p")), result("pooling", "p")]
-    run = check.summarise_events(KIT_ROOT, ["pooling"], events)
-    assert check.next_task(run, None) == "cka"
+    run = check_run.summarise_events(KIT_ROOT, ["pooling"], events)
+    assert hints.next_task(run, None) == "cka"
     recorded = {"tasks": {"cka": {"status": "passed"}, "siamese": {"status": "passed"}}}
-    assert check.next_task(run, recorded) == "retrieval"
+    assert hints.next_task(run, recorded) == "retrieval"
     for task in EXERCISE_TASKS:  # (a task added with new-task too)
         recorded["tasks"].setdefault(task, {"status": "passed"})
-    assert check.next_task(run, recorded) is None
-    assert "every task passes" in check.next_step(run, recorded)
+    assert hints.next_task(run, recorded) is None
+    assert "every task passes" in hints.next_step(run, recorded)
 
 
 def all_passed_run():
     events = [collected(*((t, f"test_{t}") for t in TASKS))] + [result(t, f"test_{t}") for t in TASKS]
-    return check.summarise_events(KIT_ROOT, list(TASKS), events + [{"event": "finished", "exitstatus": 0}],
+    return check_run.summarise_events(KIT_ROOT, list(TASKS), events + [{"event": "finished", "exitstatus": 0}],
                                   returncode=0)
 
 
 def test_plain_display_of_an_all_passed_run():
     out = io.StringIO()
-    display = check.PlainDisplay(out)
+    display = check_display.PlainDisplay(out)
     run = all_passed_run()
     display.start(KIT_ROOT, TASKS, "exercises/")
     display.finish(run, None, verbose=True)
@@ -316,8 +319,8 @@ def test_rich_display_shows_messages_verbatim():
 
     message = "cka_matrix(reps) has shape [3, 1, 3]; expected [3, 3]. [bold]not markup[/bold]"
     events = [collected(("cka", "a")), result("cka", "a", "failed", False, message)]
-    run = check.summarise_events(KIT_ROOT, ["cka"], events)
-    display = check.RichDisplay(io.StringIO())
+    run = check_run.summarise_events(KIT_ROOT, ["cka"], events)
+    display = check_display.RichDisplay(io.StringIO())
     display.start(KIT_ROOT, ["cka"], "exercises/")
     for event in events:  # the live progress bars follow the events
         display.event(event["event"], event)
@@ -334,9 +337,9 @@ def test_plain_text_when_not_a_terminal_or_no_color(monkeypatch):
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")
-    assert check._use_rich(Terminal()) and not check._use_rich(io.StringIO())
+    assert check_display.use_rich(Terminal()) and not check_display.use_rich(io.StringIO())
     monkeypatch.setenv("NO_COLOR", "1")
-    assert not check._use_rich(Terminal())
+    assert not check_display.use_rich(Terminal())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,14 +376,14 @@ def test_hints_point_at_the_concept_page_of_the_task(tmp_path):
 
     (tmp_path / "docs" / "concepts").mkdir(parents=True)
     (tmp_path / "docs" / "student-guide.md").write_text("guide")
-    assert check.concept_page(tmp_path, "siamese") == "docs/student-guide.md"
+    assert hints.concept_page(tmp_path, "siamese") == "docs/student-guide.md"
     page = exercise("siamese").concept  # the task registry names each task's page
     (tmp_path / "docs" / "concepts" / page).write_text("SBERT")
-    assert check.concept_page(tmp_path, "siamese") == f"docs/concepts/{page}"
-    test = check.TestResult("n", "t", "siamese", outcome="failed", message="forward(...) is wrong at index [0]")
-    assert f"explained in docs/concepts/{page}" in check.hint_for("siamese", test, tmp_path)
+    assert hints.concept_page(tmp_path, "siamese") == f"docs/concepts/{page}"
+    test = check_run.TestResult("n", "t", "siamese", outcome="failed", message="forward(...) is wrong at index [0]")
+    assert f"explained in docs/concepts/{page}" in hints.hint_for("siamese", test, tmp_path)
     for e in EXERCISES:  # and the kit's own docs have them all
-        assert check.concept_page(KIT_ROOT, e.name) == f"docs/concepts/{e.concept}"
+        assert hints.concept_page(KIT_ROOT, e.name) == f"docs/concepts/{e.concept}"
 
 
 
@@ -423,9 +426,9 @@ def test_the_plain_table_and_the_live_marks_line_up_for_a_longer_task_name():
     tasks = [TASKS[0], long_name]
     events = [collected(*((t, f"test_{i}") for t in tasks for i in range(3)))]
     events += [result(t, f"test_{i}") for t in tasks for i in range(3)]
-    run = check.summarise_events(KIT_ROOT, tasks, events + [{"event": "finished", "exitstatus": 0}], returncode=0)
+    run = check_run.summarise_events(KIT_ROOT, tasks, events + [{"event": "finished", "exitstatus": 0}], returncode=0)
     out = io.StringIO()
-    display = check.PlainDisplay(out)
+    display = check_display.PlainDisplay(out)
     display.start(KIT_ROOT, tasks, "exercises/")
     for event in events:
         display.event(event["event"], event)

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.check import TIMEOUT_ENV, guard
+from bertlab.check import guard
+from bertlab.check.events import TIMEOUT_ENV
 from bertlab.check.affected import affected_tasks, local_imports
 from bertlab.check.watch import ExerciseFiles
 from bertlab_grader.core.locations import REFERENCE_DIR
@@ -599,7 +600,7 @@ def test_a_watcher_that_cannot_load_says_so_and_checks_with_a_fresh_python(monke
 
 
 def test_watch_refuses_the_reference_solutions(tmp_path):
-    from bertlab.check import watch_check
+    from bertlab.check.watch import watch_check
     from bertlab.errors import UsageError
 
     with pytest.raises(UsageError, match="--dir"):

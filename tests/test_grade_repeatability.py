@@ -65,7 +65,7 @@ def submissions() -> dict[str, dict[str, str]]:
     from bertlab_grader.core.fences import strip_fences
     from bertlab_grader.core.locations import reference_sources
     from bertlab_grader.course.submissions import read_submission_sources
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     reference = {name: strip_fences(text) for name, text in reference_sources().items()}
     found = {"full_matrix_stable_sort": dict(reference, **{"retrieval.py": reference["retrieval.py"]
@@ -95,7 +95,7 @@ def grade_all(sandbox, sources: dict[str, dict[str, str]]) -> dict[str, dict[str
 
 
 def test_the_same_files_get_the_same_points_quiet_and_busy():
-    from bertlab_grader.sandbox import Sandbox
+    from bertlab_grader.sandbox.launcher import Sandbox
 
     sources = submissions()
     runs = []

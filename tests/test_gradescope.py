@@ -168,7 +168,7 @@ def test_zip_layout(autograder_zip):
 @pytest.mark.slow
 def test_reference_and_a_mutant_get_the_grade_of_grade_one(autograder, demo, tmp_path):
     from bertlab_grader.core.locations import reference_sources
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     reference = reference_sources()
     mutant = _files(load_bank(MUTANT, kinds=("mutant",))[0].path)

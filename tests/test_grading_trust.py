@@ -86,7 +86,7 @@ class _BrokenSandboxImpl:
     """An ``impl`` whose every use fails the way a sandbox that cannot start does."""
 
     def __getattr__(self, name):
-        from bertlab_grader.sandbox import SandboxError
+        from bertlab_grader.sandbox.bubblewrap import SandboxError
 
         raise SandboxError("the sandbox worker did not start (stand-in)")
 
@@ -255,9 +255,9 @@ def test_regrade_all_selects_everyone(tmp_path, monkeypatch):
         raise runner.RunStopped("stopped by the test")
         yield  # pragma: no cover
 
-    monkeypatch.setattr(runner, "_pool_results", fake_pool)
+    monkeypatch.setattr(runner, "pool_results", fake_pool)
     monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
-    monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
+    monkeypatch.setattr(runner, "check_sandbox", lambda unsafe: None)
     from bertlab_grader.course import config as course_config, gradebook as course_gradebook
     from bertlab_grader.course import results as course_results, submissions as course_submissions
 
@@ -300,9 +300,9 @@ def test_copies_are_graded_once_and_each_gets_the_result_under_its_own_name(tmp_
             else:
                 yield s, {**course_results.error_result(s.student, "week7", f"graded as {s.student}", {"cka": 1.0})}, None
 
-    monkeypatch.setattr(runner, "_pool_results", fake_pool)
+    monkeypatch.setattr(runner, "pool_results", fake_pool)
     monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
-    monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
+    monkeypatch.setattr(runner, "check_sandbox", lambda unsafe: None)
     from bertlab_grader.course import config as course_config, gradebook as course_gradebook
 
     monkeypatch.setattr(course_config, "init_course", lambda *a, **k: None)
@@ -406,9 +406,9 @@ def test_a_result_is_checked_once_and_only_its_batch_waits_between_timings(tmp_p
         batches.append([e["result"]["student"] for e in entries])
         return [course] * len(entries)
 
-    monkeypatch.setattr(runner, "_pool_results", fake_pool)
+    monkeypatch.setattr(runner, "pool_results", fake_pool)
     monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
-    monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
+    monkeypatch.setattr(runner, "check_sandbox", lambda unsafe: None)
     monkeypatch.setattr(course_config, "init_course", lambda *a, **k: None)
     monkeypatch.setattr(course_gradebook, "record_results", record_results)
     monkeypatch.setattr(course_gradebook, "export_and_feedback", lambda *a, **k: (None, None))

@@ -203,10 +203,10 @@ def test_nbgrader_without_a_course_says_what_to_configure(bundle, tmp_path):
 
 def test_the_archive_goes_beside_exercises_or_to_a_zip_the_student_names(tmp_path):
     from bertlab.errors import UsageError
-    from bertlab.handin.command import _destination
+    from bertlab.handin.command import archive_destination
 
     exercises = tmp_path / "bundle" / "exercises"
-    assert _destination(None, exercises, ASSIGNMENT) == (tmp_path / "bundle" / f"{ASSIGNMENT}-submission.zip").resolve()
-    assert _destination(tmp_path / "mine.zip", exercises, ASSIGNMENT) == (tmp_path / "mine.zip").resolve()
+    assert archive_destination(None, exercises, ASSIGNMENT) == (tmp_path / "bundle" / f"{ASSIGNMENT}-submission.zip").resolve()
+    assert archive_destination(tmp_path / "mine.zip", exercises, ASSIGNMENT) == (tmp_path / "mine.zip").resolve()
     with pytest.raises(UsageError, match=r"--out .*mine\.tar: the archive must be a \.zip file"):
-        _destination(tmp_path / "mine.tar", exercises, ASSIGNMENT)
+        archive_destination(tmp_path / "mine.tar", exercises, ASSIGNMENT)

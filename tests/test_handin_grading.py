@@ -30,7 +30,7 @@ from bertlab_grader.authoring.release import release
 from bertlab_grader.core.locations import REFERENCE_DIR
 from bertlab_grader.course.config import init_course
 from bertlab_grader.grading.scoring import max_points_by_task
-from bertlab_grader.mutants import load_bank
+from bertlab_grader.mutants.bank import load_bank
 
 pytestmark = pytest.mark.slow
 

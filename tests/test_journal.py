@@ -204,10 +204,10 @@ def _next_run(course: Path, db_url: str | None, monkeypatch):
         graded.extend(s.student for s in todo)
         return iter(())
 
-    monkeypatch.setattr(runner, "_pool_results", no_grading)
+    monkeypatch.setattr(runner, "pool_results", no_grading)
     monkeypatch.setattr(runner, "start_workers", lambda *a, **k: [])
     monkeypatch.setattr(runner, "start_fork_server", lambda: None)
-    monkeypatch.setattr(runner, "_check_sandbox", lambda unsafe: None)
+    monkeypatch.setattr(runner, "check_sandbox", lambda unsafe: None)
     monkeypatch.setattr(gradebook, "export_and_feedback", lambda *a, **k: (None, None))
     summary = runner.run_course(CourseSettings(course, ASSIGNMENT, db_url), runner.RunOptions(quiet=True))
     return summary, graded

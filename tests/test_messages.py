@@ -144,7 +144,7 @@ def test_feedback_says_part_for_a_speed_test_that_earned_some_points():
 def test_a_hint_goes_only_on_the_tests_the_mutant_fails_too():
     from bertlab_grader.grading.hints import diagnose_failures, mutant_fails
     from bertlab_grader.grading.scoring import failing_test_names
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     entry = load_bank("pool_sum", kinds=("mutant",))[0]
     impl = load_directory(entry.path)

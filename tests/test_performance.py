@@ -421,8 +421,8 @@ def test_answers_remembered_by_their_inputs_earn_no_speed_points():
     from bertlab_grader.core.locations import KIT_ROOT
     from bertlab_grader.course.submissions import read_submission_sources
     from bertlab_grader.grading.scoring import grade_sources
-    from bertlab_grader.mutants import load_bank
-    from bertlab_grader.sandbox import Sandbox
+    from bertlab_grader.mutants.bank import load_bank
+    from bertlab_grader.sandbox.launcher import Sandbox
 
     entries = {e.name: e for e in load_bank(kinds=("variant",))}
     memos = [case for case in _MEMOS if case[0] in entries]  # a task a course removed has none
@@ -485,7 +485,7 @@ def test_the_cpu_clock_is_trusted_only_while_the_sandbox_starts_nothing(addition
     from bertlab.implementations import load_implementation
     from bertlab_grader.core.fences import strip_fences
     from bertlab_grader.core.locations import KIT_ROOT, reference_sources
-    from bertlab_grader.sandbox import Sandbox
+    from bertlab_grader.sandbox.launcher import Sandbox
 
     sources = {name: strip_fences(text) for name, text in reference_sources().items()}
     sources["pooling.py"] += addition

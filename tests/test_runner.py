@@ -108,12 +108,12 @@ def test_grade_course(tmp_path):
 def test_workers_fork_from_a_warm_fork_server_unless_told_to_spawn(monkeypatch):
     """The fork server imports bertlab_grader.course.worker_preload (torch, MiniLM, reference data) once; with
     BERTLAB_WORKER_START=spawn each worker starts a fresh interpreter instead."""
-    from bertlab_grader.course import runner
+    from bertlab_grader.course import pool
 
-    ctx = runner._context()
+    ctx = pool.worker_context()
     assert ctx.get_start_method() == "forkserver"
     monkeypatch.setenv("BERTLAB_WORKER_START", "spawn")
-    assert runner._context().get_start_method() == "spawn"
+    assert pool.worker_context().get_start_method() == "spawn"
 
 
 def test_worker_preload_leaves_torch_on_one_thread():

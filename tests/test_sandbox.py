@@ -27,7 +27,8 @@ import torch
 
 from bertlab_grader.core.failures import GraderFailure
 from bertlab_grader.sandbox.remote import StudentError, SubmissionCrashed, SubmissionTimeout
-from bertlab_grader.sandbox import SandboxUnavailable, bubblewrap, bubblewrap_status, launcher
+from bertlab_grader.sandbox import bubblewrap, launcher
+from bertlab_grader.sandbox.bubblewrap import SandboxUnavailable, bubblewrap_status
 from bertlab_grader.sandbox.launcher import FALLBACK_WARNING, Sandbox, SandboxError
 
 KIT = Path(__file__).resolve().parents[1]

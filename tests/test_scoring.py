@@ -16,7 +16,7 @@ from bertlab.tasks import EXERCISES
 from bertlab.implementations import load_directory, load_implementation
 from bertlab_grader.grading import scoring
 from bertlab_grader.course.results import validate_result
-from bertlab_grader.mutants import load_bank
+from bertlab_grader.mutants.bank import load_bank
 from bertlab_grader.grading.scoring import max_points_by_task, points_by_test, run_hidden_suite
 
 KIT = Path(__file__).resolve().parents[1]

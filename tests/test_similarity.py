@@ -23,7 +23,7 @@ import pytest
 from bertlab.errors import UsageError
 from bertlab.tasks import EXERCISE_FILES, EXERCISE_TASKS, EXERCISES, exercise
 from bertlab_grader.reporting import similarity
-from bertlab_grader.mutants import load_bank
+from bertlab_grader.mutants.bank import load_bank
 from bertlab_grader.core.locations import reference_sources as stripped_solutions
 from bertlab_grader.reporting.similarity import SimilarPair, compare_cohort, similar_pairs
 from bertlab_grader.authoring.stubs import expected_exercises

@@ -126,7 +126,7 @@ def test_the_watcher_grades_what_is_pending_with_the_workers_it_then_keeps(tmp_p
     monkeypatch.setattr(watch, "stop_workers", lambda pool: stopped.append(pool))
     monkeypatch.setattr(runner, "start_workers", refuse)
     monkeypatch.setattr(runner, "stop_workers", refuse)
-    monkeypatch.setattr(runner, "_pool_results", pool_results)
+    monkeypatch.setattr(runner, "pool_results", pool_results)
     code = watch.watch_course(CourseSettings(course, "week7"), runner.RunOptions(quiet=True, workers=2),
                               should_stop=lambda: True, out=open(tmp_path / "watch.log", "w"))
     assert started == [2], f"the watcher started workers {len(started)} time(s): {started}"

@@ -85,16 +85,16 @@ def trace(n: int) -> tuple[dict, list[str]]:
         if caller is not None and caller != callee:
             hops[(caller, callee)] += 1
 
-    real_record = runner._record
+    real_record = runner.record_result
 
     def record_traced(*args, **kwargs):  # the path starts where the first result arrives
         nonlocal tracing
         tracing = True
         return real_record(*args, **kwargs)
 
-    replaced = {(runner, "_pool_results"): ready_results, (runner, "start_workers"): lambda *a, **k: [],
-                (runner, "start_fork_server"): lambda: None, (runner, "_check_sandbox"): lambda *a: None,
-                (runner, "_record"): record_traced,
+    replaced = {(runner, "pool_results"): ready_results, (runner, "start_workers"): lambda *a, **k: [],
+                (runner, "start_fork_server"): lambda: None, (runner, "check_sandbox"): lambda *a: None,
+                (runner, "record_result"): record_traced,
                 (course_gradebook, "export_and_feedback"): lambda *a, **k: (course / "grades.csv", course),
                 (course_results, "validate_result"): counted_validate, (timing_gate, "working"): counted_working}
     saved = {key: getattr(*key) for key in replaced}

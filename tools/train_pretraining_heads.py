@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertlab import lesson, mlm, nsp
-from bertlab.models import _from_pretrained, load_tokenizer, named_model
+from bertlab.models import load_pretrained, load_tokenizer, named_model
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "src" / "bertlab" / "data" / "pretraining_heads"
@@ -140,7 +140,7 @@ class MaskedLMTrainer(nn.Module):
         from bertlab.finetune import silenced_transformers
 
         with silenced_transformers():
-            self.model = _from_pretrained(BertForMaskedLM, "minilm").eval()
+            self.model = load_pretrained(BertForMaskedLM, "minilm").eval()
         for parameter in self.model.parameters():
             parameter.requires_grad_(False)
         generator = torch.Generator().manual_seed(settings.seed)

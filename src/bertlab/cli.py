@@ -23,7 +23,8 @@ DESCRIPTION = ("bertlab: the week-7 transfer-learning exercises (CKA, pooling, S
 
 
 def _cmd_check(args) -> int:
-    from .check import run_check, watch_check
+    from bertlab.check.command import run_check
+    from bertlab.check.watch import watch_check
 
     directory = Path(args.dir) if args.dir else None
     if args.watch:

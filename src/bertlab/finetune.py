@@ -47,7 +47,7 @@ from .cache import key_digest as digest
 from .encoder import TinyBERT, create_bert
 from .fileio import atomic_write_text
 from .lesson import duration
-from .models import MissingModelError, _from_pretrained, count_parameters, load_tokenizer, without_progress_bars
+from .models import MissingModelError, load_pretrained, count_parameters, load_tokenizer, without_progress_bars
 
 Review = tuple[str, int]  # (text, label), label 1 = positive
 PoolFn = Callable[[Tensor, Tensor], Tensor]
@@ -274,7 +274,7 @@ def finetune_classifier(model_name_or_model: Union[str, nn.Module] = "minilm", t
         tokenizer = tokenizer or load_tokenizer(model_name_or_model)
         set_seed(settings.seed)  # the new head's initial weights
         with silenced_transformers():
-            model = _from_pretrained(AutoModelForSequenceClassification, model_name_or_model, num_labels=2)
+            model = load_pretrained(AutoModelForSequenceClassification, model_name_or_model, num_labels=2)
     else:
         if tokenizer is None:
             raise ValueError("pass the tokenizer that belongs to the model.")
@@ -313,7 +313,7 @@ def full_model(prefer: str = LESSON_MODEL) -> str:
     from transformers import AutoConfig
 
     try:
-        _from_pretrained(AutoConfig, prefer)
+        load_pretrained(AutoConfig, prefer)
     except MissingModelError:
         return "minilm"
     if Path(prefer).is_dir():

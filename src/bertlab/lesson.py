@@ -530,4 +530,4 @@ def progress_report(impl: Implementation) -> str:
 from bertlab.cache import (  # noqa: E402,F401
     cache_entries, cache_root, clear_cache, describe_cache, size_text)
 from bertlab.tables import (  # noqa: E402,F401
-    Architecture, _short, architecture_table, bert_base_on_meta, cls_layer_cosines, describe_architecture, describe_value, format_accuracy_table, format_mask_predictions, format_search, format_sts_table)
+    Architecture, short, architecture_table, bert_base_on_meta, cls_layer_cosines, describe_architecture, describe_value, format_accuracy_table, format_mask_predictions, format_search, format_sts_table)

@@ -37,7 +37,7 @@ from . import datasets
 from .datasets import split_sentences  # noqa: F401  (re-exported: the lesson's name for it)
 from .finetune import silenced_transformers
 from .models import EvalMode as _EvalMode
-from .models import MissingModelError, _from_pretrained, load_tokenizer, named_model
+from .models import MissingModelError, load_pretrained, load_tokenizer, named_model
 from .nsp import NextSentenceHead, mean_pooled, split_pair_batch
 
 MASK_PLACEHOLDER = "[MASK]"
@@ -63,8 +63,8 @@ def load_pretraining_model(name: str):
     """
     from transformers import AutoModelForPreTraining
 
-    tokenizer = _from_pretrained(_auto_tokenizer(), name)
-    model = _from_pretrained(AutoModelForPreTraining, name)
+    tokenizer = load_pretrained(_auto_tokenizer(), name)
+    model = load_pretrained(AutoModelForPreTraining, name)
     return tokenizer, model.eval()
 
 
@@ -345,7 +345,7 @@ def masked_lm_from_head(state: dict[str, Tensor]):
     from transformers import BertForMaskedLM
 
     with silenced_transformers():  # "some weights were newly initialised": the head, loaded below
-        model = _from_pretrained(BertForMaskedLM, "minilm")
+        model = load_pretrained(BertForMaskedLM, "minilm")
     adapters = _take(state, "adapters.")
     for index, layer in enumerate(model.bert.encoder.layer):
         for path in ADAPTED_LINEARS:

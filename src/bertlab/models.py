@@ -70,7 +70,7 @@ def without_progress_bars():
             hf_logging.enable_progress_bar()
 
 
-def _from_pretrained(loader, name: str, **kwargs):
+def load_pretrained(loader, name: str, **kwargs):
     _offline_default()
     path = resolve_model_path(name)
     try:
@@ -89,14 +89,14 @@ def load_tokenizer(name: str = DEFAULT_MODEL):
     """The tokenizer for ``name`` (a fast Hugging Face tokenizer)."""
     from transformers import AutoTokenizer
 
-    return _from_pretrained(AutoTokenizer, name)
+    return load_pretrained(AutoTokenizer, name)
 
 
 def load_encoder(name: str = DEFAULT_MODEL, **kwargs) -> torch.nn.Module:
     """A BERT-shaped encoder (``AutoModel``) in eval mode, float32, on the CPU."""
     from transformers import AutoModel
 
-    model = _from_pretrained(AutoModel, name, **kwargs)
+    model = load_pretrained(AutoModel, name, **kwargs)
     return model.eval()
 
 

@@ -88,7 +88,7 @@ def cls_layer_cosines(model: torch.nn.Module, tokenizer, sentences: Sequence[str
     return F.cosine_similarity(states[early][:, 0], states[late][:, 0], dim=-1).tolist()
 
 
-def _short(text: str, width: int) -> str:
+def short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -114,7 +114,7 @@ def format_sts_table(pairs, columns: Mapping[str, Sequence[float]], width: int =
     lines = [f"{'ref':>5} " + " ".join(f"{n:>6}" for n in names) + "  A vs B"]
     for i, pair in enumerate(pairs):
         values = " ".join(f"{columns[n][i]:6.3f}" for n in names)
-        lines.append(f"{pair.score:5.2f} {values}  " + _short(f"{pair.a!r} vs {pair.b!r}", width))
+        lines.append(f"{pair.score:5.2f} {values}  " + short(f"{pair.a!r} vs {pair.b!r}", width))
     return "\n".join(lines)
 
 

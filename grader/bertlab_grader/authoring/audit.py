@@ -41,7 +41,7 @@ from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab.mistakes import find as find_mistake, named_in
 from bertlab_grader.grading.hints import diagnose, remember_mutant_failures
 from bertlab_grader.grading.scoring import attach_hints, run_hidden_suite, warm_up
-from bertlab_grader.mutants import Entry, load_bank
+from bertlab_grader.mutants.bank import Entry, load_bank
 
 
 @dataclass

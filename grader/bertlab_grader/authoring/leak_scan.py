@@ -13,7 +13,7 @@ from bertlab_grader.core.locations import (PACKAGE_DIR, PUBLIC_TESTS_DIR, REFERE
 from bertlab_grader.authoring.stubs import expected_exercises
 from bertlab_grader.core.fences import fenced_bodies, is_fence_line
 
-from bertlab_grader.authoring.bundle import _files, _is_junk
+from bertlab_grader.authoring.bundle import files_under, is_junk
 
 # Instructor-only: relative paths that must not exist in a bundle, and folder names that must not appear.
 FORBIDDEN_PATHS = (("src", "bertlab_grader"), ("bertlab_grader",), ("grader",), ("solutions",), ("tests",))
@@ -66,9 +66,9 @@ def _instructor_only_hashes() -> dict[str, str]:
     hashes = {}
     # In a checkout the solutions and the hidden suites are folders of their own beside grader/.
     for root in dict.fromkeys((PACKAGE_DIR, REFERENCE_DIR, SUITES_DIR)):
-        for path in _files(root):
+        for path in files_under(root):
             rel = path.relative_to(root)
-            if _is_junk(path) or any(_is_junk(p) for p in rel.parents) or rel.parts[0] == "kit_docs":
+            if is_junk(path) or any(is_junk(p) for p in rel.parents) or rel.parts[0] == "kit_docs":
                 continue
             data = path.read_bytes()
             digest = hashlib.sha256(data).hexdigest()
@@ -90,7 +90,7 @@ def scan_bundle(bundle: Path) -> list[str]:
     problems: list[str] = []
     fingerprints = solution_fingerprints()
     secret_files = _instructor_only_hashes()
-    for path in _files(bundle):
+    for path in files_under(bundle):
         rel = path.relative_to(bundle)
         if any(rel.parts[: len(parts)] == parts for parts in FORBIDDEN_PATHS) \
                 or FORBIDDEN_DIR_NAMES & set(rel.parts[:-1]):

@@ -126,7 +126,7 @@ class GraderThread:
         if _host_gate is None:  # one per process: a later run's set-up reuses it
             _host_gate = HostGate()
         timing_gate.install(_host_gate, timing_gate.NO_ONE)
-        from bertlab_grader.sandbox import bubblewrap_status
+        from bertlab_grader.sandbox.bubblewrap import bubblewrap_status
 
         if not self.unsafe_no_sandbox:
             ok, why = bubblewrap_status()

@@ -36,7 +36,7 @@ def _stub_files() -> dict[str, str]:
 
 
 def _buggy_files() -> dict[str, str]:
-    from bertlab_grader.mutants import load_bank
+    from bertlab_grader.mutants.bank import load_bank
 
     files = reference_sources()
     for mutant in BUGGY_FROM_BANK:

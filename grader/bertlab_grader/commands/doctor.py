@@ -21,7 +21,7 @@ OK, FAIL, SKIP = "ok", "FAIL", "skip"
 
 
 def _check_bubblewrap() -> tuple[str, str]:
-    from bertlab_grader.sandbox import bubblewrap_status
+    from bertlab_grader.sandbox.bubblewrap import bubblewrap_status
 
     ok, why = bubblewrap_status()
     return (OK if ok else FAIL), why

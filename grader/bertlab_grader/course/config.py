@@ -53,7 +53,7 @@ class NbgraderCommandError(CourseError):
 # names, paths, database URL
 
 
-def _check_name(kind: str, value: str) -> str:
+def check_name(kind: str, value: str) -> str:
     if not valid_id(value):
         raise ValueError(f"{kind} {value!r} is not usable as an nbgrader id: it must be 1-128 characters "
                          "without '/', '\\', '*', '?', '[', ']' or control characters, not starting with '.' "
@@ -61,17 +61,17 @@ def _check_name(kind: str, value: str) -> str:
     return value
 
 
-def _ordered_tasks(names) -> list[str]:
+def ordered_tasks(names) -> list[str]:
     names = list(names)
     return [t for t in GRADED_TASKS if t in names] + sorted(n for n in names if n not in GRADED_TASKS)
 
 
-def _check_max_points(max_points: Mapping[str, float] | None) -> dict[str, float]:
+def check_max_points(max_points: Mapping[str, float] | None) -> dict[str, float]:
     if not max_points:
         example = ", ".join(f"{task!r}: 10" for task in GRADED_TASKS[:2])
         raise ValueError(f"max_points is required: a mapping task -> points, e.g. {{{example}}}")
     out = {}
-    for task in _ordered_tasks(max_points):
+    for task in ordered_tasks(max_points):
         if task not in GRADED_TASKS:
             raise ValueError(f"unknown task {task!r} in max_points; tasks are {', '.join(GRADED_TASKS)}")
         points = float(max_points[task])
@@ -81,7 +81,7 @@ def _check_max_points(max_points: Mapping[str, float] | None) -> dict[str, float
     return out
 
 
-def _normalise_db_url(db_url: str) -> str:
+def normalise_db_url(db_url: str) -> str:
     """A relative SQLite path is made absolute (nbgrader runs in the course dir, callers may not)."""
     from sqlalchemy.engine import make_url
 
@@ -160,7 +160,7 @@ def course_db_url(course_dir: str | os.PathLike, db_url: str | None = None) -> s
     """The gradebook URL of a course: ``db_url`` when given, else what the course's nbgrader_config.py
     sets, else nbgrader's default ``sqlite:///COURSE/gradebook.db``."""
     if db_url:
-        return _normalise_db_url(db_url)
+        return normalise_db_url(db_url)
     coursedir, _ = _coursedir(Path(course_dir).resolve())
     return coursedir.db_url
 
@@ -246,7 +246,7 @@ def check_gradebook(course_dir: str | os.PathLike, db_url: str | None = None) ->
 
 
 @contextlib.contextmanager
-def _course_lock(course_dir: Path):
+def course_lock(course_dir: Path):
     """One writer at a time per course (SQLite dislikes concurrent writers; files stay consistent)."""
     from filelock import FileLock
 
@@ -353,13 +353,13 @@ def init_course(course_dir: str | os.PathLike, assignment: str = "week7",
     change). ``max_points`` is required.
     """
     course_dir = Path(course_dir).resolve()
-    _check_name("assignment", assignment)
-    points = _check_max_points(max_points)
+    check_name("assignment", assignment)
+    points = check_max_points(max_points)
     if db_url:
-        db_url = _normalise_db_url(db_url)
+        db_url = normalise_db_url(db_url)
     ensure_python_on_path()  # the gradebook's migration runs `alembic` by name
     course_dir.mkdir(parents=True, exist_ok=True)
-    with _course_lock(course_dir):
+    with course_lock(course_dir):
         _write_config(course_dir, db_url)
         url = course_db_url(course_dir)
         import nbformat

@@ -27,7 +27,7 @@ from bertlab_grader.course.nbgrader_main import ARGS_FILE
 
 from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.config import (
-    CourseError, NbgraderCommandError, _check_name, _course_lock, _normalise_db_url, _ordered_tasks,
+    CourseError, NbgraderCommandError, check_name, course_lock, normalise_db_url, ordered_tasks,
     course_db_url, ensure_python_on_path, nbgrader_environment)
 from bertlab_grader.course.results import autograded_dir, checked_result, results_json_text
 from bertlab_grader.course.settings import CourseSettings
@@ -202,7 +202,7 @@ def _record_in_gradebook(db_url: str, assignment: str, entries: list[dict], chan
         except Exception:
             db.rollback()
             raise
-        return {name: cells[name].max_score for name in _ordered_tasks(cells)}, outcomes
+        return {name: cells[name].max_score for name in ordered_tasks(cells)}, outcomes
 
 
 @contextlib.contextmanager
@@ -277,7 +277,7 @@ def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: s
         raise CourseError(f"one batch records one assignment, not {sorted(assignments)}")
     assignment = assignments.pop()
     url = course_db_url(course_dir, db_url)
-    with _course_lock(course_dir), _collector_paused():
+    with course_lock(course_dir), _collector_paused():
         # The files each result replaces, as results.json says (a student twice in a batch: the first one).
         befores, changed, latest = [], [], {}
         for entry in entries:
@@ -380,7 +380,7 @@ def _run_nbgrader(course_dir: Path, args: list[str], timeout: float) -> subproce
 
 
 def _db_args(db_url: str | None) -> list[str]:
-    return [f"--CourseDirectory.db_url={_normalise_db_url(db_url)}"] if db_url else []
+    return [f"--CourseDirectory.db_url={normalise_db_url(db_url)}"] if db_url else []
 
 
 def export_grades(course_dir: str | os.PathLike, db_url: str | None = None, timeout: float = 600) -> Path:
@@ -398,10 +398,10 @@ def generate_feedback(course_dir: str | os.PathLike, assignment: str = "week7", 
     """Run ``nbgrader generate_feedback ASSIGNMENT --force`` in the course (optionally for one student);
     return the ``feedback`` folder (``feedback/<student>/<assignment>/<assignment>.html``)."""
     course_dir = Path(course_dir).resolve()
-    _check_name("assignment", assignment)
+    check_name("assignment", assignment)
     args = ["generate_feedback", assignment, "--force", *_db_args(db_url)]
     if student is not None:
-        args.append(f"--student={_check_name('student', student)}")
+        args.append(f"--student={check_name('student', student)}")
     _run_nbgrader(course_dir, args, timeout)
     return course_dir / "feedback"
 
@@ -423,14 +423,14 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
     hand-in: the others' feedback has not changed); the export still lists everyone.
     """
     course_dir, assignment, db_url = settings.root, settings.assignment, settings.db_url
-    _check_name("assignment", assignment)
+    check_name("assignment", assignment)
     for student in students or ():
-        _check_name("student", student)
+        check_name("student", student)
     dest = course_dir / "grades.csv"
     commands = [["export", f"--to={dest}", *_db_args(db_url)]]
     students = sorted(students or ())
     if feedback_of is not None:
-        _check_name("student", feedback_of)
+        check_name("student", feedback_of)
         students = []  # one part, for one student (below)
     parts = max(1, min(processes, len(students) // 25))
     if any("," in s for s in students):  # the exclude list is comma-separated: do not split then

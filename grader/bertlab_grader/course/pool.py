@@ -138,7 +138,7 @@ class _Worker:
             self.gate.forget(self.slot)
 
 
-def _context():
+def worker_context():
     """Grader workers are forked from a fork server that imported ``bertlab_grader.course.worker_preload`` (torch,
     MiniLM, the reference data: about 6 s of CPU) once, instead of each worker paying for it on a
     shared core. The fork server is a fresh interpreter, not a copy of this process, and nothing in it
@@ -155,7 +155,7 @@ def start_fork_server() -> None:
     """Start the workers' fork server now: its warm-up (torch, MiniLM, the reference data: seconds of
     one core) then runs while this process still prepares the run, and ``start_workers`` forks from a
     server that is warm sooner. Nothing happens with BERTLAB_WORKER_START=spawn."""
-    if _context().get_start_method() == "forkserver":
+    if worker_context().get_start_method() == "forkserver":
         forkserver.ensure_running()
 
 
@@ -164,21 +164,21 @@ def start_workers(n: int, settings: CourseSettings, timings: Path | None = None)
     caller prepares the course.
     They share one TimingGate (grader/bertlab_grader/performance/gate.py), which this process joins as well, and
     the timing record at ``timings`` (grader/bertlab_grader/performance/record.py; None: keep none)."""
-    ctx = _context()
+    ctx = worker_context()
     gate = timing_gate.TimingGate(ctx, n)
     timing_gate.install(gate, timing_gate.NO_ONE)
     where = str(timings) if timings is not None else None
     return [_Worker(ctx, settings, slot, gate, where) for slot in range(n)]
 
 
-def _pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
+def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
     """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
     workers of ``pool`` finish; a worker that dies is replaced and its job tried once more.
     The last submissions are graded in parts on several workers at once (``course/schedule.py``).
     Raises RunStopped when a worker cannot start or fails its preflight. The workers are stopped at
     the end, unless ``keep_workers`` (`bertlab grade --watch`: the same warm workers grade the next
     hand-in; they are stopped all the same when this stops early, by an exception or an interrupt)."""
-    ctx = _context()
+    ctx = worker_context()
     schedule = Schedule(submissions, len(pool))
     try:
         while schedule or any(w.job for w in pool):
@@ -245,7 +245,7 @@ def stop_workers(pool: list[_Worker]) -> None:
         timing_gate.install(None, timing_gate.NO_ONE)
 
 
-def _check_sandbox(settings: CourseSettings) -> None:
+def check_sandbox(settings: CourseSettings) -> None:
     """Refuse at once, before any worker starts, when bubblewrap cannot isolate student code (unless
     the instructor named --unsafe-no-sandbox)."""
     require_isolation(settings.unsafe_no_sandbox)

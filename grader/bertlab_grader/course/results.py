@@ -18,7 +18,7 @@ from bertlab_grader.core.locations import RESULTS_SCHEMA
 
 from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.config import (
-    CourseError, OUTCOMES, _check_max_points, _check_name, _ordered_tasks, course_db_url)
+    CourseError, OUTCOMES, check_max_points, check_name, ordered_tasks, course_db_url)
 from bertlab_grader.performance.timing import within_scatter
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 def error_result(student: str, assignment: str, message: str, max_points: Mapping[str, float]) -> dict:
     """A valid zero-score results dict for a submission that could not be graded at all: one ``error``
     entry per task, each carrying ``message``."""
-    points = _check_max_points(max_points)
+    points = check_max_points(max_points)
     tests = [{"name": f"{task}: submission not graded", "task": task, "outcome": "error",
               "points": 0.0, "max_points": p, "message": message} for task, p in points.items()]
     return {"student": student, "assignment": assignment, "score": 0.0,
@@ -47,8 +47,8 @@ def validate_result(result: Mapping) -> dict:
     for key in ("student", "assignment", "tests"):
         if key not in result:
             raise ValueError(f"result has no {key!r}")
-    student = _check_name("student", result["student"])
-    assignment = _check_name("assignment", result["assignment"])
+    student = check_name("student", result["student"])
+    assignment = check_name("assignment", result["assignment"])
     tests = []
     for i, t in enumerate(result["tests"]):
         where = f"test {i} ({t.get('name', '?')!r})" if isinstance(t, Mapping) else f"test {i}"
@@ -207,7 +207,7 @@ def course_max_points(course_dir: str | os.PathLike, assignment: str = "week7",
             cells = {c.name: c.max_score for c in gb.find_notebook(assignment, assignment).grade_cells}
         except MissingEntry:
             raise CourseError(f"the gradebook has no assignment {assignment!r}: run init_course first") from None
-    return {t: cells[t] for t in _ordered_tasks(cells)}
+    return {t: cells[t] for t in ordered_tasks(cells)}
 
 
 def task_scores(result: dict) -> dict[str, tuple[float, float]]:

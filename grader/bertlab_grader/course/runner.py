@@ -55,9 +55,8 @@ from bertlab_grader.cluster.connect import dask_client
 from bertlab_grader.core.failures import GraderFailure, RunStopped
 from bertlab_grader.course import config as course_config, gradebook as course_gradebook, journal
 from bertlab_grader.course import results as course_results, submissions as course_submissions
-from bertlab_grader.course.pool import (_check_sandbox, _pool_results, default_workers, start_fork_server,
+from bertlab_grader.course.pool import (check_sandbox, pool_results, default_workers, start_fork_server,
                                         start_workers, stop_workers)
-from bertlab_grader.course.pool import _context  # noqa: F401  (tests start their own workers with it)
 from bertlab_grader.course.preconditions import check_course_for_grading
 from bertlab_grader.course.results import format_gradebook
 from bertlab_grader.course.settings import CourseSettings
@@ -164,7 +163,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
         grading = _start_cluster(stack, settings, options)
     elif todo and warm_pool is None:
         start_fork_server()  # its warm-up overlaps the checks and the gradebook set-up below
-        _check_sandbox(settings)
+        check_sandbox(settings)
     # The gradebook set-up (several seconds of nbgrader) runs in a thread while the workers start: the
     # first start waits for the fork server's warm-up (torch, MiniLM, reference data), and each
     # worker's sandbox then warms up and grades the reference (the preflight) on its own.
@@ -202,7 +201,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
                 writer.record(finished[student], on_failed=_resync_failed)
             for s in refused:  # e.g. a zip bomb: the student's own error, never the cohort's
                 result = course_results.error_result(s.student, assignment, s.error, max_points)
-                _record(writer, result, digests[s.student], summary)
+                record_result(writer, result, digests[s.student], summary)
 
             if not options.quiet:
                 where = (f"on the Dask cluster at {options.scheduler or options.cluster}" if grading
@@ -216,14 +215,14 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
                 record = timing_record.TimingRecord(timings, timing_record.protocol_digest()) if timings else None
                 finishing = grading.results(distinct, course_submissions.read_submission_sources, record)
             else:
-                finishing = _pool_results(distinct, pool, keep_workers=warm_pool is not None)
+                finishing = pool_results(distinct, pool, keep_workers=warm_pool is not None)
             try:
                 for graded, result, failure in finishing:
                     for submission in [graded] + copies.get(graded.student, []):
                         if result is None:
                             summary.not_graded[submission.student] = failure
                         else:
-                            _record(writer, result if submission is graded else as_copy(result, submission.student),
+                            record_result(writer, result if submission is graded else as_copy(result, submission.student),
                                     digests[submission.student], summary, submission)
                         progress.update(1)
             except RunStopped as exc:
@@ -322,7 +321,7 @@ def _start_cluster(stack: contextlib.ExitStack, settings: CourseSettings, option
     return grading
 
 
-def _record(writer, result: dict, digest: str, summary: RunSummary, submission=None) -> None:
+def record_result(writer, result: dict, digest: str, summary: RunSummary, submission=None) -> None:
     """Record one result with the digest of the files it graded (and the hand-in's notes: its
     manifest) through the run's writer (grader/bertlab_grader/course/journal.py: journaled now, written into the
     gradebook with its batch, when it is counted as graded); a result that cannot be recorded is the

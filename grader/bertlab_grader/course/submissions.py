@@ -287,7 +287,7 @@ def _fresh_private_dir(path: Path) -> None:
     path.mkdir(mode=0o700)
 
 
-def _sources_root(root: Path) -> Path:
+def sources_root(root: Path) -> Path:
     """The shallowest folder under ``root`` holding an exercise file (zips often wrap a folder)."""
     if any((root / f).is_file() for f in EXERCISE_FILES):
         return root
@@ -312,7 +312,7 @@ def _from_zip(course_dir: Path, assignment: str, student: str, zip_path: Path) -
     except UnsafeZipError as exc:
         return Submission(student, dest, error=f"Your zip file {zip_path.name} was not accepted: {exc}.",
                           source=zip_path)
-    return Submission(student, _sources_root(dest), source=zip_path)
+    return Submission(student, sources_root(dest), source=zip_path)
 
 
 @dataclass(frozen=True)
@@ -473,7 +473,7 @@ def submitted_folder(course_dir: str | os.PathLike, student: str, assignment: st
         return folder
     staged = staging_dir(course_dir, assignment, student)
     if not staged.is_symlink() and staged.is_dir():
-        return _sources_root(staged)
+        return sources_root(staged)
     return None
 
 

@@ -29,9 +29,9 @@ from bertlab_grader.course import gradebook as course_gradebook, journal
 from bertlab_grader.course import results as course_results, submissions as course_submissions
 from bertlab_grader.course.config import CourseError
 from bertlab_grader.course.preconditions import check_course_for_grading
-from bertlab_grader.course.pool import (_check_sandbox, _pool_results, default_workers, start_fork_server,
+from bertlab_grader.course.pool import (check_sandbox, pool_results, default_workers, start_fork_server,
                                          start_workers, stop_workers)
-from bertlab_grader.course.runner import RunOptions, _record, run_course
+from bertlab_grader.course.runner import RunOptions, record_result, run_course
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.summary import RunSummary
 from bertlab_grader.performance import gate as timing_gate, record as timing_record
@@ -103,7 +103,7 @@ def watch_course(settings: CourseSettings, options: RunOptions = RunOptions(), *
     out = out or sys.stderr
     course, assignment = settings.root, settings.assignment
     check_course_for_grading(settings, empty_ok=True)  # before any worker starts (the batch run checks again)
-    _check_sandbox(settings)
+    check_sandbox(settings)
     start_fork_server()
     # One pool, started once: it grades what is pending (the batch run below) and then every hand-in.
     workers = max(1, options.workers or default_workers())
@@ -175,14 +175,14 @@ def _grade_arrivals(settings: CourseSettings, students: list[str], arrivals: Arr
             result = course_results.error_result(submission.student, assignment, submission.error, max_points)
             outcomes = [(submission, result, None)]
         else:
-            outcomes = _pool_results([submission], pool, keep_workers=True)
+            outcomes = pool_results([submission], pool, keep_workers=True)
         for graded, result, failure in outcomes:
             if result is None:
                 failed = 1
                 print(f"{graded.student}: not graded because of the grader ({failure}); the next run tries again.",
                       file=out, flush=True)
                 continue
-            _record(writer, result, digests[graded.student], summary, graded)
+            record_result(writer, result, digests[graded.student], summary, graded)
             writer.flush()  # results.json now, not with a later batch
             if graded.student in summary.not_graded:
                 failed = 1

@@ -24,7 +24,7 @@ from bertlab_grader.grading.scoring import grade_part, grade_sources
 from bertlab_grader.grading.segments import Part, PartResult
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
-from bertlab_grader.sandbox import Sandbox
+from bertlab_grader.sandbox.launcher import Sandbox
 
 
 class PreparedGrader:

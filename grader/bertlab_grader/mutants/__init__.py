@@ -12,7 +12,6 @@
 Nothing else is stored. A recipe whose text no longer matches the solutions exactly once fails loudly
 when the bank is loaded. The audit (grader/bertlab_grader/authoring/audit.py, ``bertlab audit``) grades every entry
 with the hidden suites: a mutant must lose points in its own task and none elsewhere, a variant must
-keep full marks outside performance. Instructor only; never released.
+keep full marks outside performance. Instructor only; never released. Import ``load_bank`` and
+``Entry`` from bank.py.
 """
-
-from bertlab_grader.mutants.bank import Entry, load_bank  # noqa: F401  (the bank's door)

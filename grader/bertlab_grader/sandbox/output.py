@@ -13,7 +13,7 @@ OUTPUT_HEAD = 16 * 1024
 OUTPUT_TAIL = 4 * 1024
 
 
-class _Output:
+class Output:
     """The submission's stdout/stderr: the first OUTPUT_HEAD and last OUTPUT_TAIL bytes are kept."""
 
     def __init__(self):

@@ -70,7 +70,7 @@ def student_exception(info: dict) -> StudentError:
     return cls(message, type_name=type_name, student_traceback=str(info.get("traceback") or ""))
 
 
-class _HandleRef:
+class HandleRef:
     """Owns one worker-side object id; when the last proxy using it goes, the id is released."""
 
     __slots__ = ("session", "hid", "generation")
@@ -91,7 +91,7 @@ class Remote:
     __slots__ = ("_bl_session", "_bl_root", "_bl_path", "_bl_type", "_bl_ref")
 
     def __init__(self, session, root: tuple, path: tuple = (), type_name: Optional[str] = None,
-                 ref: Optional[_HandleRef] = None):
+                 ref: Optional[HandleRef] = None):
         self._bl_session = session
         self._bl_root = root          # ("module", name) or ("handle", id, generation)
         self._bl_path = path

@@ -20,9 +20,9 @@ from bertlab_grader.sandbox import give_way
 from bertlab_grader.sandbox import cpu_clock
 from bertlab_grader.sandbox.bubblewrap import SandboxError
 from bertlab_grader.sandbox.inside import rpc
-from bertlab_grader.sandbox.output import _Output
+from bertlab_grader.sandbox.output import Output
 from bertlab_grader.sandbox.remote import (Remote, StudentError, SubmissionCrashed, SubmissionTimeout,
-                                           _HandleRef, student_exception)
+                                           HandleRef, student_exception)
 
 
 class TemplateHost(Protocol):
@@ -204,7 +204,7 @@ class Session:
         self._callback_ids: dict[int, int] = {}
         self._releases: list[tuple[int, int]] = []
         self._requests = itertools.count(1)
-        self._out = _Output()
+        self._out = Output()
         self._closed = False
         # The reference's own session that the performance task times against this one, on the same
         # path (performance/timing.py, reference_twin); closed with this one.
@@ -229,7 +229,7 @@ class Session:
         is kept: a segment is graded the same whether the one before ran here or elsewhere."""
         self._drop_child()
         self._out.close()
-        self._out = _Output()
+        self._out = Output()
         self.module_errors = {}
         self.eager = list(modules)
         self._segment_start = True
@@ -695,7 +695,7 @@ class Session:
         kind = tag["$t"]
         if kind == "handle" and type(tag.get("id")) is int:
             type_name = tag.get("type") if isinstance(tag.get("type"), str) else None
-            ref = _HandleRef(self, tag["id"], self.generation)
+            ref = HandleRef(self, tag["id"], self.generation)
             return Remote(self, ("handle", tag["id"], self.generation), (), type_name, ref)
         if kind == "callback" and type(tag.get("id")) is int and tag["id"] in self.callbacks:
             return self.callbacks[tag["id"]]

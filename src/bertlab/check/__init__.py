@@ -38,15 +38,8 @@ from typing import Optional
 # The command lives in a package of one job per module (events.py: the child's plugin; run.py: the
 # parent that runs and follows it; guard.py: a check's processes die with it; warm.py: the watcher's
 # preloaded process and its forked checks; affected.py: which tasks a saved file affects; watch.py:
-# the watch loop; hints.py; display.py; command.py). This door re-exports their public names.
-from bertlab.check.command import run_check  # noqa: F401
-from bertlab.check.watch import watch_check  # noqa: F401
-from bertlab.check.display import PlainDisplay, RichDisplay, _use_rich  # noqa: F401
-from bertlab.check.events import PUBLIC_TESTS, TIMEOUT_ENV, _stub_fields  # noqa: F401
-from bertlab.check.hints import concept_page, hint_for, next_step, next_task  # noqa: F401
-from bertlab.check.run import (  # noqa: F401
-    FAILED, NO_TESTS, NOT_RUN, NOT_STARTED, PASSED, CheckRun, TaskReport, TestResult, child_command, run_public_tests,
-    summarise_events)
+# the watch loop; hints.py; display.py; command.py; notebook.py). Import a name from the module that
+# defines it: the package itself holds only the notebook call.
 from bertlab.check.notebook import CheckResult, check as _check_in_notebook
 
 

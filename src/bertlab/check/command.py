@@ -13,7 +13,7 @@ from bertlab.progress import load_progress, record_run
 from bertlab.tasks import EXERCISE_TASKS
 from bertlab.workspace import find_workspace
 from bertlab.check.run import NOT_RUN, NO_TESTS, CheckRun, Launcher, run_public_tests
-from bertlab.check.display import PlainDisplay, RichDisplay, _use_rich
+from bertlab.check.display import PlainDisplay, RichDisplay, use_rich
 
 
 def resolve_target(task: Optional[str], impl: str, root: Optional[Path],
@@ -49,7 +49,7 @@ def check_once(root: Path, tasks: Sequence[str], impl: str, own_work: bool, verb
     run_public_tests's (the watcher's warm launcher; CheckCancelled when a newer save stops it)."""
     tasks = list(tasks)
     out = stream or sys.stdout
-    display = RichDisplay(stream) if _use_rich(out) else PlainDisplay(out)
+    display = RichDisplay(stream) if use_rich(out) else PlainDisplay(out)
     display.start(root, tasks, impl_shown(impl))
     try:
         run, progress = run_and_record(root, tasks, impl, own_work, on_event=display.event, launch=launch,

@@ -21,7 +21,7 @@ from bertlab.check.hints import hint_for, next_step
 _MARK = {"passed": ".", "failed": "F", "skipped": "s", "not run": "-"}
 
 
-def _use_rich(stream) -> bool:
+def use_rich(stream) -> bool:
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     try:

@@ -47,7 +47,7 @@ def _import_errors(folder: Path, names: list[str]) -> dict[str, str]:
                                "look for code at module level that exits"}
 
 
-def _destination(out: Optional[Path], exercises: Path, assignment: str) -> Path:
+def archive_destination(out: Optional[Path], exercises: Path, assignment: str) -> Path:
     """Where the archive goes: ``--out`` (a .zip), else ``default_archive``."""
     if out is None:
         return default_archive(exercises, assignment)
@@ -77,7 +77,7 @@ def submit(directory: Optional[Path] = None, out: Optional[Path] = None, anyway:
     tasks, helpers = handin_files(workspace.exercises)
     names = tasks + helpers
     files = {name: (workspace.exercises / name).read_bytes() for name in names}
-    destination = None if nbgrader else _destination(out, workspace.exercises, assignment)
+    destination = None if nbgrader else archive_destination(out, workspace.exercises, assignment)
     if nbgrader:  # before the check: a course not configured is said at once
         from .exchange import NO_COURSE, configured_course
 

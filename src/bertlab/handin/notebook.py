@@ -22,7 +22,7 @@ from bertlab.errors import ReportedError
 from bertlab.tasks import ASSIGNMENT
 from bertlab.workspace import find_workspace
 from bertlab.check.display import html_message
-from bertlab.handin.command import _destination, submit as submit_command
+from bertlab.handin.command import archive_destination, submit as submit_command
 
 
 @dataclass
@@ -54,7 +54,7 @@ def submit(*, directory: Optional[Path] = None, out: Optional[Path] = None, anyw
     nbgrader: hand in through the course's nbgrader exchange (--nbgrader)."""
     said = io.StringIO()
     try:
-        archive = None if nbgrader else _destination(out, find_workspace(directory).exercises, ASSIGNMENT)
+        archive = None if nbgrader else archive_destination(out, find_workspace(directory).exercises, ASSIGNMENT)
         submit_command(directory=directory, out=archive, anyway=anyway, nbgrader=nbgrader, stream=said)
     except ReportedError as exc:  # the command's refusal: nothing was written
         refusal = f"bertlab submit: {exc}"

@@ -46,7 +46,7 @@ from bertlab_grader.core.locations import GRADESCOPE_DIR
 from bertlab_grader.course import grade_one
 from bertlab_grader.course.results import (check_results_schema, error_result, format_gradebook, task_scores,
                                            validate_result)
-from bertlab_grader.course.submissions import (UnsafeZipError, _sources_root, handin_notes, read_submission_sources,
+from bertlab_grader.course.submissions import (UnsafeZipError, sources_root, handin_notes, read_submission_sources,
                                                safe_extract_zip)
 
 ROOT_VARIABLE = "BERTLAB_AUTOGRADER_ROOT"
@@ -201,7 +201,7 @@ class Upload:
 def _exercise_files_under(top: Path) -> dict[str, list[Path]]:
     found: dict[str, list[Path]] = {}
     for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = sorted(d for d in dirnames if d != "__MACOSX")  # as submissions._sources_root walks
+        dirnames[:] = sorted(d for d in dirnames if d != "__MACOSX")  # as submissions.sources_root walks
         for name in filenames:
             if name in EXERCISE_FILES:
                 found.setdefault(name, []).append(Path(dirpath) / name)
@@ -229,7 +229,7 @@ def find_upload(upload: Path, unzip_to: Path) -> Upload:
     found = _exercise_files_under(top)
     if not found:
         return Upload()
-    folder = _sources_root(top)
+    folder = sources_root(top)
     where = folder.relative_to(top).as_posix()
     graded = [name for name in EXERCISE_FILES if os.path.lexists(folder / name)]
     notes = [f"Graded: {', '.join(graded)}" + (f" (from the folder {where}/)" if where != "." else "") + "."]

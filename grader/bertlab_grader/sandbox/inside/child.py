@@ -19,18 +19,18 @@ import torch
 
 from .rpc import REBUILT_EXCEPTIONS
 from .copies import fresh_copy as _fresh_copy
-from .confine import _set_limits
-from .reports import MESSAGE_LIMIT, _student_visible_hooks, describe_exception
+from .confine import set_limits
+from .reports import MESSAGE_LIMIT, student_visible_hooks, describe_exception
 
 
 
 PACKAGE = "submission"          # student modules are submission.<name>, aliased as plain <name>
 SOURCE_DIR = "/submission"      # fictional: tracebacks name the student's files, linecache asks us
 
-_PREBUILT: dict[str, object] = {}  # named models built by the template that sessions get copies of
+PREBUILT: dict[str, object] = {}  # named models built by the template that sessions get copies of
 # The kit's probes (bertlab/probes.py), captured by the template before any submitted code runs: a
 # submission that replaces bertlab.probes.PROBES later changes nothing the grader calls.
-_PROBES: dict[str, object] = {}
+PROBES: dict[str, object] = {}
 
 
 
@@ -288,9 +288,9 @@ class ChildServer:
                 "type": "ModuleNotFoundError", "builtin": None, "traceback": "", "fatal": False,
                 "message": f"{name}.py is not part of the submission"})
         if isinstance(target, dict) and "probe" in target:
-            if target["probe"] not in _PROBES:
+            if target["probe"] not in PROBES:
                 raise self.rpc.ProtocolError(f"unknown probe {target['probe']!r}")
-            return _PROBES[target["probe"]]
+            return PROBES[target["probe"]]
         if isinstance(target, dict) and "handle" in target:
             if target["handle"] not in self.objects:
                 raise _WorkerError({"type": "StaleHandle", "builtin": None, "traceback": "", "fatal": False,
@@ -387,13 +387,13 @@ def child_main(job: dict, chan_fd: int, out_fd: int, job_dir: str) -> None:
     os.chdir(job_dir)
     os.environ["TMPDIR"] = job_dir
     tempfile.tempdir = None
-    _set_limits(job.get("limits") or {})
+    set_limits(job.get("limits") or {})
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), errors="backslashreplace",
                                   line_buffering=True, write_through=True)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), errors="backslashreplace",
                                   line_buffering=True, write_through=True)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-    _student_visible_hooks()
+    student_visible_hooks()
     from .rpc import Channel
 
     ChildServer(Channel(socket.socket(fileno=chan_fd)), job["nonce"], job.get("sources") or {},
@@ -409,10 +409,10 @@ def _open_fds() -> list[int]:
 
 def _fresh_named_model(name: str):
     """``bertlab.models.named_model(name)``; a copy of the template's own where it built one."""
-    if name in _PREBUILT:
+    if name in PREBUILT:
         import copy
 
-        return copy.deepcopy(_PREBUILT[name])
+        return copy.deepcopy(PREBUILT[name])
     from bertlab.models import named_model
 
     return named_model(name)

@@ -9,12 +9,12 @@ import resource
 
 
 
-_PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 4, 24, 36, 38
-_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_DUMPABLE, _PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 4, 24, 36, 38
+libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _prctl(option: int, arg: int) -> int:
-    return _libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+def call_prctl(option: int, arg: int) -> int:
+    return libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
 
 
 def drop_privileges(uid: int) -> None:
@@ -22,11 +22,11 @@ def drop_privileges(uid: int) -> None:
     if os.geteuid() != 0:
         return
     for cap in range(64):  # empty the bounding set while we still may
-        _prctl(_PR_CAPBSET_DROP, cap)
+        call_prctl(_PR_CAPBSET_DROP, cap)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    call_prctl(_PR_SET_NO_NEW_PRIVS, 1)
     try:
         os.setuid(0)
     except PermissionError:
@@ -42,7 +42,7 @@ def _vm_size() -> int:
     return 0
 
 
-def _set_limits(limits: dict) -> None:
+def set_limits(limits: dict) -> None:
     """Per-child rlimits. RLIMIT_AS counts from what the fork inherited: the budget is extra."""
     mb = 1024 * 1024
     wanted = {

@@ -18,7 +18,7 @@ TRACEBACK_LIMIT = 4000
 # Python install. Text the server writes for the student (exception messages, the tracebacks and
 # warnings it prints) names files relative to them ("torch/nn/functional.py", "bertlab/models.py"):
 # a student sees where in a library something failed, not how the grading machine is laid out.
-_PATH_PREFIXES: list[tuple[str, str]] = []
+PATH_PREFIXES: list[tuple[str, str]] = []
 
 
 def path_prefixes(kit_roots) -> list[tuple[str, str]]:
@@ -44,7 +44,7 @@ def path_prefixes(kit_roots) -> list[tuple[str, str]]:
 
 def scrub_paths(text: str, prefixes=None) -> str:
     """``text`` with the sandbox-side folders of the kit and the Python install cut off."""
-    for prefix, replacement in _PATH_PREFIXES if prefixes is None else prefixes:
+    for prefix, replacement in PATH_PREFIXES if prefixes is None else prefixes:
         if prefix in text:
             text = text.replace(prefix, replacement)
     return text
@@ -63,7 +63,7 @@ def short_traceback(exc: BaseException) -> str:
     return "".join(lines)
 
 
-def _student_visible_hooks() -> None:
+def student_visible_hooks() -> None:
     """In a child: what Python prints by itself (an uncaught exception in a thread, a warning) names
     files without their sandbox-side folders, like the server's own reports."""
     import threading

@@ -33,8 +33,8 @@ import tempfile
 import time
 import traceback
 
-from .confine import _PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE, _prctl, drop_privileges
-from .reports import _PATH_PREFIXES, path_prefixes
+from .confine import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, call_prctl, drop_privileges
+from .reports import PATH_PREFIXES, path_prefixes
 
 
 def _own_pid_namespace() -> bool:
@@ -103,8 +103,8 @@ def main(argv=None) -> None:
     started = time.monotonic()
     if args.uid is not None:
         drop_privileges(args.uid)
-    _prctl(_PR_SET_DUMPABLE, 0)       # no ptrace, no /proc/<pid>/mem or fd access for children
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a job stay ours to kill
+    call_prctl(PR_SET_DUMPABLE, 0)       # no ptrace, no /proc/<pid>/mem or fd access for children
+    call_prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of a job stay ours to kill
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
                 signal.SIGALRM):
         signal.signal(sig, signal.SIG_IGN)  # a job may signal us; only SIGKILL/SIGSTOP get through
@@ -115,7 +115,7 @@ def main(argv=None) -> None:
     for root in reversed(args.kit_root):
         sys.path.insert(0, root)
     _drop_kit_editable_finders()
-    _PATH_PREFIXES[:] = path_prefixes(args.kit_root)
+    PATH_PREFIXES[:] = path_prefixes(args.kit_root)
     if args.check_mounts:
         raise SystemExit(check_mounts())
     ctrl = socket.socket(fileno=args.control_fd)
@@ -129,10 +129,10 @@ def main(argv=None) -> None:
     from . import rpc  # noqa: F401
     from bertlab import probes
 
-    from .child import _PREBUILT, _PROBES
-    from .template import Template, _wipe
+    from .child import PREBUILT, PROBES
+    from .template import Template, wipe_directory
 
-    _PROBES.update(probes.PROBES)
+    PROBES.update(probes.PROBES)
 
     try:
         import jaxtyping  # noqa: F401  (the stubs' annotations)
@@ -148,7 +148,7 @@ def main(argv=None) -> None:
             with torch.no_grad():  # one forward warms the kernels every child will use
                 model(input_ids=ids, attention_mask=torch.ones_like(ids))
             if name != "minilm":  # MiniLM is shared by named_model itself; the others are fresh per call
-                _PREBUILT[name] = model
+                PREBUILT[name] = model
         except Exception as exc:
             warnings.append(f"could not preload {name!r}: {type(exc).__name__}: {exc}")
     if args.isolated and not _own_pid_namespace():
@@ -156,7 +156,7 @@ def main(argv=None) -> None:
         args.isolated = False  # kill(-1) and wiping /tmp are only safe inside our own namespace
     scratch = "/tmp" if args.isolated else tempfile.gettempdir()
     if args.isolated:
-        _wipe(scratch)
+        wipe_directory(scratch)
     ready = {"op": "ready", "pid": os.getpid(), "uid": os.getuid(), "isolated": args.isolated,
              "setup_s": round(time.monotonic() - started, 3), "threads": torch.get_num_threads(),
              "warnings": warnings}

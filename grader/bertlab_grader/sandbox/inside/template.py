@@ -13,7 +13,7 @@ import tempfile
 import time
 from typing import Optional
 
-from .confine import _libc
+from .confine import libc
 from .reports import short_traceback
 from .child import child_main
 
@@ -151,7 +151,7 @@ class Template:
         self.reap()
         self.job = None
         if self.isolated:
-            _wipe(self.scratch)
+            wipe_directory(self.scratch)
             _remove_sysv_ipc()
         else:
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -254,9 +254,9 @@ def _remove_sysv_ipc() -> None:
     """Delete the System V shared memory, queues and semaphores a job left in our IPC namespace
     (a channel between two students otherwise: it outlives the processes that made it)."""
     _IPC_RMID = 0
-    for kind, remove in (("shm", lambda i: _libc.shmctl(i, _IPC_RMID, None)),
-                         ("msg", lambda i: _libc.msgctl(i, _IPC_RMID, None)),
-                         ("sem", lambda i: _libc.semctl(i, 0, _IPC_RMID))):
+    for kind, remove in (("shm", lambda i: libc.shmctl(i, _IPC_RMID, None)),
+                         ("msg", lambda i: libc.msgctl(i, _IPC_RMID, None)),
+                         ("sem", lambda i: libc.semctl(i, 0, _IPC_RMID))):
         try:
             with open(f"/proc/sysvipc/{kind}") as f:
                 ids = [int(line.split()[1]) for line in f.readlines()[1:] if line.split()]
@@ -275,7 +275,7 @@ def _mount_points() -> set[str]:
         return set()
 
 
-def _wipe(directory: str) -> None:
+def wipe_directory(directory: str) -> None:
     """Empty ``directory`` (the sandbox's private /tmp), whatever modes the job left behind.
 
     What the sandbox itself mounts there (the kit's folder, and a Python or virtualenv that lives
@@ -297,7 +297,7 @@ def _wipe(directory: str) -> None:
             continue
         if os.path.isdir(path) and not os.path.islink(path):
             if any(m.startswith(path + "/") for m in mounts):
-                _wipe(path)  # the folders bwrap made to hold a mount: empty them around it
+                wipe_directory(path)  # the folders bwrap made to hold a mount: empty them around it
                 continue
             shutil.rmtree(path, onerror=fix_and_retry)
         else:
