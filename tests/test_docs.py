@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bertlab.cli import build_parser
-from bertlab_grader.authoring.release import STUDENT_README
+from bertlab_grader.authoring.bundle import STUDENT_README
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 

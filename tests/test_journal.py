@@ -141,7 +141,7 @@ from bertlab_grader.course.settings import CourseSettings
 course, db_url, crash, batch = Path(sys.argv[1]), sys.argv[2] or None, sys.argv[3], int(sys.argv[4])
 results = json.loads(Path(sys.argv[5]).read_text())
 batches = []
-real_record_in_gradebook, real_write = gradebook._record_in_gradebook, gradebook._write
+real_record_in_gradebook, real_write = gradebook._record_in_gradebook, gradebook.atomic_write_text
 written = []
 
 def record_in_gradebook(url, assignment, entries, changed, before_commit):
@@ -152,14 +152,14 @@ def record_in_gradebook(url, assignment, entries, changed, before_commit):
             os.kill(os.getpid(), signal.SIGKILL)
     return real_record_in_gradebook(url, assignment, entries, changed, then_die)
 
-def write(path, text, sync):
-    real_write(path, text, sync)
+def write(path, text, **options):
+    real_write(path, text, **options)
     if path.name == "results.json" and len(batches) == 3:
         written.append(path)
         if crash == "mid-files" and len(written) == batch // 2:
             os.kill(os.getpid(), signal.SIGKILL)
 
-gradebook._record_in_gradebook, gradebook._write = record_in_gradebook, write
+gradebook._record_in_gradebook, gradebook.atomic_write_text = record_in_gradebook, write
 with gradebook.keep_gradebook_open(course, db_url):
     with journal.ResultWriter(CourseSettings(course, "week7", db_url), batch_size=batch, max_wait_s=1e9) as writer:
         for result in results:

@@ -24,6 +24,8 @@ import pytest
 from bertlab.cli import main
 from bertlab.tasks import EXERCISE_MODULES
 from bertlab_grader.authoring import release as rel
+from bertlab_grader.authoring.bundle import BUNDLE_DISTRIBUTION
+from bertlab_grader.authoring.leak_scan import solution_fingerprints
 from bertlab_grader.authoring.stubs import expected_exercises
 from bertlab_grader.core.locations import PACKAGE_DIR, PUBLIC_TESTS_DIR, REFERENCE_DIR, SUITES_DIR
 
@@ -157,7 +159,7 @@ def _requirements(path: Path) -> list[str]:
 
 def test_bundle_is_its_own_distribution_with_the_student_dependencies(bundle):
     ours = tomllib.loads((bundle / "pyproject.toml").read_text())
-    assert ours["project"]["name"] == rel.BUNDLE_DISTRIBUTION == "bertlab-student"
+    assert ours["project"]["name"] == BUNDLE_DISTRIBUTION == "bertlab-student"
     assert ours["project"]["scripts"] == {"bertlab": "bertlab.cli:main"}
     assert "entry-points" not in ours["project"], "the bundle must not add commands"
     assert ours["tool"]["setuptools"]["packages"] == ["bertlab", "bertlab.check", "bertlab.handin", "bertlab.teaching",
@@ -367,7 +369,7 @@ def test_release_refuses_the_kit_itself_and_folders_it_did_not_write(tmp_path):
 def test_scan_finds_planted_leaks(bundle, tmp_path):
     planted = Path(shutil.copytree(bundle, tmp_path / "planted"))
     assert rel.scan_bundle(planted) == []
-    solution_line = next(iter(rel.solution_fingerprints()))
+    solution_line = next(iter(solution_fingerprints()))
     (planted / "docs" / "cheat.md").write_text(f"Here is how:\n\n    {solution_line}\n")
     source = ["def f():\n", "    ### BEGIN SOLUTION\n", "    return 1\n"]
     notebook = {"cells": [{"cell_type": "code", "source": source}]}

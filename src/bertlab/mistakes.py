@@ -20,7 +20,7 @@ from typing import Optional
 
 from bertlab.tasks import EXERCISES
 from bertlab.teaching import any_task
-from bertlab.teaching.records import Mistake  # noqa: F401  (re-exported)
+from bertlab.teaching.records import Mistake
 
 
 def _task_mistakes(task: str) -> tuple[Mistake, ...]:

@@ -34,7 +34,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from . import datasets
-from .datasets import split_sentences  # noqa: F401  (re-exported: the lesson's name for it)
+from .datasets import split_sentences
 from .finetune import silenced_transformers
 from .models import EvalMode as _EvalMode
 from .models import MissingModelError, load_pretrained, load_tokenizer, named_model

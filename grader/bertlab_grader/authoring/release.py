@@ -47,9 +47,8 @@ from bertlab.errors import UsageError
 from bertlab.handin.ways import DEFAULT_WAY
 from bertlab_grader.core.locations import (KIT_ROOT)
 
-from bertlab_grader.authoring.bundle import (  # noqa: F401  (the bundle's names its callers read here)
-    BUNDLE_DISTRIBUTION, BUNDLE_MARKER, STUDENT_README, files_under, build_bundle, bundle_manifest, file_sha256)
-from bertlab_grader.authoring.leak_scan import scan_bundle, solution_fingerprints  # noqa: F401
+from bertlab_grader.authoring.bundle import BUNDLE_MARKER, build_bundle, file_sha256
+from bertlab_grader.authoring.leak_scan import scan_bundle
 
 # What --force may delete from an earlier bundle although the release did not write it: caches that an
 # install or a test run re-creates and that hold no student work. Not here on purpose: .bertlab/ (the

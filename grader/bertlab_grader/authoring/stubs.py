@@ -21,9 +21,8 @@ import re
 from pathlib import Path
 import ast
 
-from bertlab.tasks import EXERCISE_MODULES  # noqa: F401  (re-exported)
 
-from bertlab_grader.core.fences import BEGIN, END, FenceError  # noqa: F401  (FenceError: what make_stub raises)
+from bertlab_grader.core.fences import BEGIN, END, FenceError
 from bertlab_grader.core.locations import reference_sources
 _DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
 _BANNER = (

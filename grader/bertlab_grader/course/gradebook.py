@@ -237,23 +237,6 @@ def prepare_record(course_dir: str | os.PathLike, result: Mapping, *,
     return {"result": clean, "timestamp": text}
 
 
-def _write(path: Path, text: str, sync: bool) -> None:
-    """Replace ``path`` (in a folder that exists) with ``text`` atomically (a temporary file renamed over
-    it: a reader, or a crash, sees the old file or the new one); synced unless ``sync`` is False, where
-    a synced journal holds the result until the caller syncs the filesystem (grader/bertlab_grader/course/journal.py)."""
-    if sync:
-        atomic_write_text(path, text)
-        return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: str | None = None, *,
                    on_adjustment: Callable[[Adjustment], None] | None = None,
                    sources: Mapping[str, Mapping[str, str]] | None = None, sync: bool = True) -> list:
@@ -314,13 +297,13 @@ def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: s
                 dest.mkdir(parents=True, exist_ok=True)
                 # nbformat.v4.writes, not nbformat.writes: the latter validates the notebook against its
                 # schema only to log what it finds; the kit's tests validate this notebook.
-                _write(dest / f"{assignment}.ipynb", nbformat.v4.writes(nb) + "\n", sync)
+                atomic_write_text(dest / f"{assignment}.ipynb", nbformat.v4.writes(nb) + "\n", sync=sync)
                 if entry.get("timestamp"):
-                    _write(dest / "timestamp.txt", entry["timestamp"] + "\n", sync)
+                    atomic_write_text(dest / "timestamp.txt", entry["timestamp"] + "\n", sync=sync)
                 secret = course_dir / "submitted" / student / assignment / "submission_secret.txt"
                 if secret.is_file() and not secret.is_symlink():
-                    _write(dest / "submission_secret.txt", secret.read_text(encoding="utf-8"), sync)
-                _write(dest / "results.json", results_json_text(result), sync)
+                    atomic_write_text(dest / "submission_secret.txt", secret.read_text(encoding="utf-8"), sync=sync)
+                atomic_write_text(dest / "results.json", results_json_text(result), sync=sync)
             except (OSError, ValueError) as exc:  # this result's files: the others are still written
                 written.append(exc)
                 continue
