@@ -110,14 +110,14 @@ def test_a_batch_sets_aside_and_keeps_each_students_adjustment_and_a_replay_lose
         record_result(course, _result(student, DIGEST_A))
         _adjust(course, student, manual=5.0)
     heard = []
-    real_write = gradebook._write
+    real_write = gradebook.atomic_write_text
 
-    def killed_before_results_json(path, text, sync):  # the commit done, then the run dies
+    def killed_before_results_json(path, text, **options):  # the commit done, then the run dies
         if path.name == "results.json":
             raise KeyboardInterrupt
-        real_write(path, text, sync)
+        real_write(path, text, **options)
 
-    monkeypatch.setattr(gradebook, "_write", killed_before_results_json)
+    monkeypatch.setattr(gradebook, "atomic_write_text", killed_before_results_json)
     writer = journal.ResultWriter(CourseSettings(course, ASSIGNMENT), on_adjustment=heard.append)
     writer.record(_result("ann", DIGEST_A, pooling=2.0))   # --regrade, the same files
     writer.record(_result("bo", DIGEST_B, pooling=1.0))    # handed in again

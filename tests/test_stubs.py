@@ -9,14 +9,14 @@ import pytest
 
 from bertlab.errors import NotImplementedYet
 from bertlab.implementations import load_directory, load_implementation
-from bertlab.tasks import EXERCISE_TASKS
+from bertlab.tasks import EXERCISE_MODULES, EXERCISE_TASKS
 from bertlab_grader.authoring import stubs as stubgen
 from bertlab_grader.core.locations import REFERENCE_DIR
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", [f"{t}.py" for t in stubgen.EXERCISE_MODULES])
+@pytest.mark.parametrize("name", [f"{t}.py" for t in EXERCISE_MODULES])
 def test_committed_exercises_are_fresh(name):
     expected = stubgen.expected_exercises()[name]
     actual = (KIT_ROOT / "exercises" / name).read_text()
@@ -60,7 +60,7 @@ def test_mistake_texts_contain_no_solution_code():
     from bertlab.mistakes import MISTAKES
 
     hints = "\n".join(m.hint for m in MISTAKES)
-    for name in (f"{module}.py" for module in stubgen.EXERCISE_MODULES):
+    for name in (f"{module}.py" for module in EXERCISE_MODULES):
         fenced = "\n".join(part.split(stubgen.END)[0] for part in (REFERENCE_DIR / name).read_text().split(stubgen.BEGIN)[1:])
         for line in fenced.splitlines():
             code = re.sub(r"^(return |[\w, ]+ = )", "", line.split("#")[0].strip())
@@ -104,7 +104,7 @@ def test_signatures_and_docstrings_are_kept():
     import inspect
 
     stubs, reference = load_directory(KIT_ROOT / "exercises"), load_implementation("reference")
-    for module in stubgen.EXERCISE_MODULES:
+    for module in EXERCISE_MODULES:
         for name, obj in vars(getattr(reference, module)).items():
             if name.startswith("_") or not callable(obj) or getattr(obj, "__module__", "") != f"bertlab_grader.solutions.{module}":
                 continue
