@@ -15,11 +15,41 @@ import pytest
 from bertlab.tasks import EXERCISE_TASKS
 
 
+# ---------------------------------------------------------------------------------------------
+# The lanes (docs/architecture.md, "Working on the kit"): unit, the fast loop (not slow), the whole suite
+# ---------------------------------------------------------------------------------------------
+
+#: The unit lane (``-m unit``): the kit's pure-Python rooms, tested without a sandbox, a venv, a course
+#: or a kernel: the registry, the architecture, results and settings, the wire format, the stubs, the
+#: pages, the teaching tables, the lesson's tables and progress, export and feedback on made-up results.
+UNIT_LANE = frozenset({
+    "test_registry.py", "test_architecture.py", "test_course_settings.py", "test_rpc.py", "test_stubs.py",
+    "test_docs.py", "test_task_pages.py", "test_lesson_progress.py", "test_lesson_cache.py", "test_data.py",
+    "test_encoder.py", "test_seeded_inputs.py", "test_similarity.py", "test_export.py", "test_messages.py",
+    "test_report.py", "test_scoring.py", "test_lanes.py",
+})
+
+#: Fixtures that install the kit, build a wheel or a virtualenv, run `bertlab demo` or execute the lesson
+#: notebook: a test that uses one is slow, whatever marks it has (a fast loop that builds a venv is not one).
+SLOW_FIXTURES = frozenset({
+    "machine_deps", "installed_kit", "demo", "bundle_install", "autograder_zip", "autograder", "kit_copy",
+    "solutions_run", "stubs_run", "solutions_rerun", "partial_run",
+})
+
+#: An unmarked test (or its fixtures' setup) that takes longer than this is named at the end of the run.
+UNMARKED_LIMIT_S = 10.0
+
+
 def pytest_collection_modifyitems(config, items):
-    """A kit test marked ``@pytest.mark.tasks("retrieval")`` is about that task: its fixtures, figures or
-    messages. In a course that removed the task (``bertlab remove-task``), it is skipped with a reason
-    that says so; every other test runs as before (docs/authoring.md, "Remove a task")."""
+    """Each test's lane (above). A kit test marked ``@pytest.mark.tasks("retrieval")`` is about that task:
+    its fixtures, figures or messages. In a course that removed the task (``bertlab remove-task``), it
+    is skipped with a reason that says so; every other test runs as before (docs/authoring.md, "Remove
+    a task")."""
     for item in items:
+        if item.path.name in UNIT_LANE and item.path.parent.name == "tests":
+            item.add_marker(pytest.mark.unit)
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
         for mark in item.iter_markers("tasks"):
             removed = [task for task in mark.args if task not in EXERCISE_TASKS]
             if removed:
@@ -35,6 +65,33 @@ def skip_module_unless_tasks(*names: str) -> None:
     if removed:
         pytest.skip(f"written about task {', '.join(removed)}, which this course removed",
                     allow_module_level=True)
+
+
+_DURATIONS: dict[str, float] = {}
+_UNMARKED_SLOW: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Each test's time (setup, call and teardown together), and whether an unmarked one took too long."""
+    _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+    if report.when == "teardown" and "slow" not in report.keywords and _DURATIONS[report.nodeid] > UNMARKED_LIMIT_S:
+        _UNMARKED_SLOW[report.nodeid] = _DURATIONS[report.nodeid]
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The ten slowest tests, and every test not marked slow that took over UNMARKED_LIMIT_S: a warning,
+    so that whoever wrote it marks it slow (or makes it fast) before the fast loop grows again."""
+    if len(_DURATIONS) < 20:  # a single file or a few tests: the contributor knows what they ran
+        return
+    slowest = sorted(_DURATIONS.items(), key=lambda kv: -kv[1])[:10]
+    terminalreporter.write_sep("-", "the ten slowest tests (setup + call + teardown)")
+    for nodeid, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {nodeid}")
+    if _UNMARKED_SLOW:
+        terminalreporter.write_sep("-", f"not marked slow, over {UNMARKED_LIMIT_S:g} s: mark them slow or make them fast",
+                                   yellow=True)
+        for nodeid, seconds in sorted(_UNMARKED_SLOW.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line(f"{seconds:8.1f} s  {nodeid}", yellow=True)
 
 
 def pytest_sessionfinish(session, exitstatus):

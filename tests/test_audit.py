@@ -111,6 +111,7 @@ def test_a_foreign_diagnosis_fails_the_audit_as_a_missed_mutant_does():
     assert not blamed.ok and "FOREIGN diagnosis: test_linear_cka_matches_reference: cka_no_float64" in blamed.verdict
 
 
+@pytest.mark.slow  # the whole audit: every mutant and variant graded
 def test_audit(capsys):
     """`bertlab audit` over the whole bank: every mutant caught in its own task only, every variant
     full marks outside performance, every hint recognised, no message or hint naming a mistake the
