@@ -18,6 +18,15 @@ quotes test source); for errors, the exception type and message. Never the test 
 traceback of the grader's files, never a path of the kit or the grading machine (``scrub``). Capped
 in lines and characters.
 
+Before each test, the recorder (``_Recorder.pytest_runtest_setup``) takes three named steps of the
+grader, in this order:
+    1. ``timing_gate.pause_point()``: a worker about to time a submission waits for this test to end,
+       not for the whole suite (grader/bertlab_grader/performance/gate.py);
+    2. ``_Recorder.enter_segment(task)``: the first test of a new segment (segments.py) starts a fresh
+       process of the sandboxed submission, so a segment is graded alike here and on a worker of its own;
+    3. ``_Recorder.skip_after_timeouts(task)``: a task whose tests timed out TIMEOUTS_PER_TASK times is
+       scored as timeouts from then on, without running (one endless loop costs its limit once).
+
 Grader failures are not outcomes. When the sandbox could not start or died while no student code ran
 (``bertlab_grader.core.failures.GraderFailure``, which ``SandboxError`` is), the reference solution raised, or a
 suite asked the wire format for something it cannot carry, the run stops at that test and
@@ -257,22 +266,28 @@ class _Recorder:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
-        # A call that timed out is not made again with inputs of the same kind (the sandbox's
-        # Session answers it at once), and after TIMEOUTS_PER_TASK timeouts in a task its remaining
-        # tests are scored as timeouts without running, with the first timeout's message: one
-        # endless loop costs the time limit once, not once per test.
-        timing_gate.pause_point()  # a worker about to time waits for this test, not for the whole suite
+        """The grader's steps before each test (the module's docstring lists them)."""
+        timing_gate.pause_point()
         task, _ = _task_and_points(item)
-        if task is not None and hasattr(self.impl, "start_segment"):
-            # A sandboxed submission's tests run in segments, each in a fresh process of the
-            # submission (grader/bertlab_grader/grading/segments.py), so that a segment is graded alike here and
-            # on a worker of its own.
-            from bertlab_grader.grading.segments import modules_of, segment_of
+        self.enter_segment(task)
+        self.skip_after_timeouts(task)
 
-            segment = segment_of(task)
-            if segment != self.segment:
-                self.segment = segment
-                self.impl.start_segment(modules_of(segment))
+    def enter_segment(self, task: Optional[str]) -> None:
+        """A sandboxed submission's tests run in segments, each in a fresh process of the submission
+        (grader/bertlab_grader/grading/segments.py): at the first test of a new segment, start it."""
+        if task is None or not hasattr(self.impl, "start_segment"):
+            return
+        from bertlab_grader.grading.segments import modules_of, segment_of
+
+        segment = segment_of(task)
+        if segment != self.segment:
+            self.segment = segment
+            self.impl.start_segment(modules_of(segment))
+
+    def skip_after_timeouts(self, task: Optional[str]) -> None:
+        """A call that timed out is not made again with inputs of the same kind (the sandbox's Session
+        answers it at once), and after TIMEOUTS_PER_TASK timeouts in a task its remaining tests are
+        scored as timeouts without running, with the first timeout's message."""
         if self.timeouts.get(task, 0) >= TIMEOUTS_PER_TASK:
             from bertlab_grader.sandbox.remote import SubmissionTimeout
 
