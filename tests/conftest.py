@@ -79,14 +79,9 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The ten slowest tests, and every test not marked slow that took over UNMARKED_LIMIT_S: a warning,
-    so that whoever wrote it marks it slow (or makes it fast) before the fast loop grows again."""
-    if len(_DURATIONS) < 20:  # a single file or a few tests: the contributor knows what they ran
-        return
-    slowest = sorted(_DURATIONS.items(), key=lambda kv: -kv[1])[:10]
-    terminalreporter.write_sep("-", "the ten slowest tests (setup + call + teardown)")
-    for nodeid, seconds in slowest:
-        terminalreporter.write_line(f"{seconds:8.1f} s  {nodeid}")
+    """Every test not marked slow that took over UNMARKED_LIMIT_S: a warning, so that whoever wrote it
+    marks it slow (or makes it fast) before the fast loop grows again. (The slowest tests of a run:
+    pytest's own ``--durations=10``.)"""
     if _UNMARKED_SLOW:
         terminalreporter.write_sep("-", f"not marked slow, over {UNMARKED_LIMIT_S:g} s: mark them slow or make them fast",
                                    yellow=True)

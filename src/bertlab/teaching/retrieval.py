@@ -96,13 +96,15 @@ def seeded_rows(recipe: dict):
     n, d = (int(x) for x in recipe["shape"])
     key = (n, d, int(recipe["seed"]))
     if key not in _SEEDED:  # drawn once per process (a tenth of a second for 2M x 4); each use gets a copy
-        _SEEDED.clear()
+        if len(_SEEDED) >= 2:  # a call's queries and its corpus: a third recipe drops the oldest
+            del _SEEDED[next(iter(_SEEDED))]
         _SEEDED[key] = torch.randn(n, d, generator=torch.Generator().manual_seed(key[2]))
     return _SEEDED[key][:int(recipe.get("rows", n))].clone()
 
 
-#: The last seeded tensor drawn in this process (``seeded_rows``): never handed out itself, so code that
-#: changes its inputs in place changes its own copy only.
+#: The last two seeded tensors drawn in this process (``seeded_rows``; a probe call builds its queries
+#: and its corpus, and the corpus must not be drawn again at every call): never handed out themselves,
+#: so code that changes its inputs in place changes its own copy only.
 _SEEDED: dict = {}
 
 
