@@ -135,10 +135,11 @@ class ClusterGrading:
 
     # -- the submissions ---------------------------------------------------------------------------
 
-    def results(self, submissions: Iterable, read_sources, record=None) -> Iterator[tuple]:
-        """Grade ``submissions`` (objects with ``.student`` and ``.path``) on the cluster; yield a
-        (submission, result, None) or (submission, None, cause) for each. ``read_sources(path)``
-        reads a submission's files (main process); ``record``: the course's TimingRecord or None."""
+    def results(self, submissions: Iterable, record=None) -> Iterator[tuple]:
+        """Grade ``submissions`` (``course.submissions.Submission``) on the cluster; yield a
+        (submission, result, None) or (submission, None, cause) for each. What is sent is each
+        submission's files as the run read them (``Submission.sources``, read once in the main
+        process); ``record``: the course's TimingRecord or None."""
         pending = collections.deque((s, 0) for s in submissions)
         in_flight: dict = {}                 # future -> (submission, bounces, digest)
         timed_now: set[str] = set()          # digests of files out for their first measurement
@@ -153,7 +154,7 @@ class ClusterGrading:
             """Out: up to one per worker that can grade; copies of files being timed wait for it."""
             while pending and len(in_flight) < fit:
                 submission, bounces = pending.popleft()
-                sources = read_sources(submission.path)
+                sources = submission.sources()
                 digest = sources_digest(sources)
                 if digest in timed_now:
                     held[digest].append((submission, bounces))
@@ -191,7 +192,7 @@ class ClusterGrading:
                         future.cancel()
                         future.release()
                         unassigned_since.pop(future.key, None)
-                        in_flight[self._submit(submission, read_sources(submission.path), known.get(digest, {}))] = \
+                        in_flight[self._submit(submission, submission.sources(), known.get(digest, {}))] = \
                             (submission, bounces, digest)
                 top_up(fit)
                 if not in_flight:

@@ -11,8 +11,8 @@ from bertlab.errors import UsageError
 from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.core.failures import RunStopped
 from bertlab_grader.course.results import check_results_schema, format_gradebook, validate_result
-from bertlab_grader.course.submissions import (handin_notes, read_submission_sources, Submission, submission_digest,
-                                               valid_id)
+from bertlab_grader.core.digest import sources_digest
+from bertlab_grader.course.submissions import handin_notes, read_submission_sources, valid_id
 from bertlab_grader.sandbox.bubblewrap import require_isolation
 
 
@@ -39,7 +39,7 @@ def grade_one(submission: Path, student: str | None = None, assignment: str = "w
         if grader.problem is not None:
             raise RunStopped(explain(grader.problem))
         result = grader.grade(sources, student)
-    result["submission_digest"] = submission_digest(Submission(student, submission))
+    result["submission_digest"] = "sha256:" + sources_digest(sources)  # (the files graded, read once)
 
     result["notes"] = handin_notes(submission)  # (validate_result drops an empty list)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import gc
 
 from bertlab.fileio import atomic_write_text
+from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.course.adjustments import (SET_ASIDE, Adjustment, apply_rule, files_changed, previous_digest,
                                                remember_set_aside)
 from bertlab_grader.course.feedback import build_graded_notebook
@@ -221,12 +222,15 @@ def _collector_paused():
 
 
 def prepare_record(course_dir: str | os.PathLike, result: Mapping, *,
-                   timestamp: datetime.datetime | str | None = None) -> dict:
+                   timestamp: datetime.datetime | str | None = None,
+                   sources: Mapping[str, str] | None = None) -> dict:
     """What recording ``result`` needs, checked once, before anything of it is written: ``{"result":
     the results dict validated and checked against results.schema.json, "timestamp": the submission
-    time as text, or None}``. ``timestamp`` overrides the ``timestamp.txt`` nbgrader's collect step
-    wrote. Raises ValueError for a result that is not valid. This is also what a journal line holds
-    (grader/bertlab_grader/course/journal.py)."""
+    time as text, or None, "sources": the files graded, {filename: text}, or None}``. ``timestamp``
+    overrides the ``timestamp.txt`` nbgrader's collect step wrote; ``sources`` are what the graded
+    notebook shows (None: what the course holds for the student when it is written). Raises ValueError
+    for a result that is not valid. This is also what a journal line holds
+    (grader/bertlab_grader/course/journal.py), so a replayed result shows the files it graded too."""
     clean = checked_result(result)
     if timestamp is not None:
         from nbgrader.utils import parse_utc
@@ -234,12 +238,22 @@ def prepare_record(course_dir: str | os.PathLike, result: Mapping, *,
         text = parse_utc(timestamp).isoformat(sep=" ")
     else:
         _, text = _submission_timestamp(Path(course_dir), clean["student"], clean["assignment"])
-    return {"result": clean, "timestamp": text}
+    return {"result": clean, "timestamp": text, "sources": checked_sources(sources)}
+
+
+def checked_sources(sources) -> dict[str, str] | None:
+    """``sources`` as a plain ``{filename: text}`` of exercise files (None stays None); ValueError for
+    anything else (e.g. a journal line edited by hand)."""
+    if sources is None:
+        return None
+    if not isinstance(sources, Mapping) or not all(
+            name in EXERCISE_FILES and isinstance(text, str) for name, text in sources.items()):
+        raise ValueError("sources must map exercise file names to their text")
+    return dict(sources)
 
 
 def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: str | None = None, *,
-                   on_adjustment: Callable[[Adjustment], None] | None = None,
-                   sources: Mapping[str, Mapping[str, str]] | None = None, sync: bool = True) -> list:
+                   on_adjustment: Callable[[Adjustment], None] | None = None, sync: bool = True) -> list:
     """Record many results (each a :func:`prepare_record` entry) at once; returns, per entry, its
     autograded folder or the exception that kept it out (a task the assignment does not grade, a file
     that could not be written). Raises when the gradebook cannot be written at all (nothing was).
@@ -248,8 +262,8 @@ def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: s
     adjustments written just before it commits), then per result the graded notebook, nbgrader's
     ``timestamp.txt`` / ``submission_secret.txt``, and ``results.json`` last, each replaced atomically.
     ``sync=False`` leaves those files unsynced: the caller holds a synced journal of the results
-    (grader/bertlab_grader/course/journal.py) and syncs the filesystem before dropping it. ``sources``: student ->
-    their files, for the graded notebook (else read from the course)."""
+    (grader/bertlab_grader/course/journal.py) and syncs the filesystem before dropping it. The graded
+    notebook shows an entry's ``sources`` (the files graded), or, without them, what the course holds."""
     import nbformat
 
     course_dir = Path(course_dir).resolve()
@@ -290,7 +304,7 @@ def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: s
             student = result["student"]
             dest = autograded_dir(course_dir, student, assignment)
             try:
-                files = (sources or {}).get(student)
+                files = entry.get("sources")
                 if files is None:
                     files = submitted_sources(course_dir, student, assignment)
                 nb = build_graded_notebook(assignment, max_points, result, files)
@@ -331,10 +345,8 @@ def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | 
     An instructor's manual score or extra credit is kept when the files are the same as those of the result
     replaced, and set aside when they changed (grader/bertlab_grader/course/adjustments.py); ``on_adjustment`` hears which.
     """
-    entry = prepare_record(course_dir, result, timestamp=timestamp)
-    student = entry["result"]["student"]
-    [outcome] = record_results(course_dir, [entry], db_url, on_adjustment=on_adjustment,
-                               sources=None if sources is None else {student: sources}, sync=True)
+    entry = prepare_record(course_dir, result, timestamp=timestamp, sources=sources)
+    [outcome] = record_results(course_dir, [entry], db_url, on_adjustment=on_adjustment, sync=True)
     if isinstance(outcome, Exception):
         raise outcome
     return outcome

@@ -238,11 +238,13 @@ def replay(settings: CourseSettings, on_adjustment: Callable | None = None) -> l
             for entry in read_entries(path):
                 try:
                     result = checked_result(entry["result"])
+                    sources = course_gradebook.checked_sources(entry.get("sources"))
                 except ValueError as exc:
                     log.warning("%s: an entry that is not a valid result, left out: %s", path, exc)
                     continue
                 if result["assignment"] == assignment:
-                    latest[result["student"]] = {"result": result, "timestamp": entry.get("timestamp")}
+                    latest[result["student"]] = {"result": result, "timestamp": entry.get("timestamp"),
+                                                 "sources": sources}
         todo = [e for e in latest.values() if not _already_recorded(course, e["result"])]
         recorded = []
         if todo:
@@ -311,10 +313,12 @@ class ResultWriter:
         self.close()
 
     def record(self, result: Mapping, *, on_recorded: Callable[[str], None] | None = None,
-               on_failed: Callable[[str, str], None] | None = None) -> None:
+               on_failed: Callable[[str, str], None] | None = None,
+               sources: Mapping[str, str] | None = None) -> None:
         """Check ``result`` (ValueError when it is not a valid result: nothing is journaled), journal
-        it, queue it, and write the queue if it is due."""
-        entry = course_gradebook.prepare_record(self.settings.root, result)
+        it, queue it, and write the queue if it is due. ``sources``: the files graded, which the graded
+        notebook shows (journaled with the result)."""
+        entry = course_gradebook.prepare_record(self.settings.root, result, sources=sources)
         if self._journal is None:
             self._journal = Journal(self.settings)
         self._journal.append({"format": FORMAT, **entry})

@@ -19,7 +19,7 @@ from pathlib import Path
 from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
 from bertlab_grader.course.schedule import Job, Schedule
 from bertlab_grader.course.settings import CourseSettings
-from bertlab_grader.course.submissions import read_submission_sources
+from bertlab_grader.course.submissions import SubmissionSources
 from bertlab_grader.grading.segments import Part
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
@@ -94,9 +94,9 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
             job = conn.recv()
             if job is None:
                 break
-            student, path, part = job
+            student, files, part = job
             try:
-                sources = read_submission_sources(path)
+                sources = SubmissionSources(files)
                 if part is None:
                     conn.send(("result", grader.grade(sources, student, timings=record)))
                 else:
@@ -121,7 +121,9 @@ class _Worker:
 
     def give(self, job: Job):
         self.job, self.started = job, time.monotonic()
-        self.conn.send((job.submission.student, str(job.submission.path),
+        # The files as the run read them when it took their digest (Submission.sources), not read again
+        # here: what is graded is what is recorded.
+        self.conn.send((job.submission.student, dict(job.submission.sources()),
                         None if job.part is None else job.part.to_json()))
 
     def stop(self):

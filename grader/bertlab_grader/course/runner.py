@@ -213,7 +213,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
             progress = _progress(len(todo), options.quiet)
             if grading:
                 record = timing_record.TimingRecord(timings, timing_record.protocol_digest()) if timings else None
-                finishing = grading.results(distinct, course_submissions.read_submission_sources, record)
+                finishing = grading.results(distinct, record)
             else:
                 finishing = pool_results(distinct, pool, keep_workers=warm_pool is not None)
             try:
@@ -334,8 +334,11 @@ def record_result(writer, result: dict, digest: str, summary: RunSummary, submis
     def failed(student: str, cause: str) -> None:
         summary.not_graded[student] = cause
 
+    # The graded notebook shows the files as this run read and graded them (Submission.sources), not
+    # what the folder holds by the time the batch is written.
+    shown = submission.sources() if submission is not None and submission.error is None else None
     try:
-        writer.record(result, on_recorded=summary.graded.append, on_failed=failed)
+        writer.record(result, on_recorded=summary.graded.append, on_failed=failed, sources=shown)
     except Exception as exc:  # noqa: BLE001 - an invalid result, or the disk: never the student's
         summary.not_graded[result["student"]] = f"the result could not be recorded: {type(exc).__name__}: {exc}"
 

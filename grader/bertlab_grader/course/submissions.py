@@ -73,13 +73,26 @@ class Submission(tuple):
     could not be accepted at all (a refused zip, several zips, a linked directory). ``source`` is what
     the student handed in (the directory or the zip); ``path`` is where the exercise files are (for a
     zip, the staging directory).
+
+    ``sources()`` reads the exercise files once and keeps what it read: the digest a run records, the
+    files a worker grades and the code the graded notebook shows are that one read, so a folder that
+    changes during a run (a late `nbgrader collect`, a resubmission copied in) is never recorded as a
+    mix of two versions.
     """
 
     def __new__(cls, student: str, path: Path, error: str | None = None, source: Path | None = None):
         self = super().__new__(cls, (student, Path(path)))
         self.error = error
         self.source = Path(source) if source is not None else Path(path)
+        self._read: SubmissionSources | None = None
         return self
+
+    def sources(self) -> "SubmissionSources":
+        """The text of the exercise files (``read_submission_sources``), read at the first call; every
+        later call returns that same read. Empty for a submission refused as a whole."""
+        if self._read is None:
+            self._read = SubmissionSources() if self.error else read_submission_sources(self.path)
+        return self._read
 
     @property
     def student(self) -> str:
@@ -426,9 +439,9 @@ def list_submissions(course_dir: str | os.PathLike, assignment: str) -> list[Sub
 
 
 def submission_digest(submission: Submission) -> str:
-    """``sha256:<hex>`` of what ``submission`` holds: its exercise files (names and text), or, for a
-    submission refused as a whole, the file that was handed in and the reason. Equal digests mean
-    the grader would see the same submission."""
+    """``sha256:<hex>`` of what ``submission`` holds: its exercise files (names and text, as
+    ``submission.sources()`` read them), or, for a submission refused as a whole, the file that was
+    handed in and the reason. Equal digests mean the grader would see the same submission."""
     h = hashlib.sha256()
     if submission.error:
         h.update(b"refused\0" + submission.error.encode())
@@ -436,7 +449,7 @@ def submission_digest(submission: Submission) -> str:
         if source.is_file() and not source.is_symlink():
             h.update(source.read_bytes())
     else:
-        return "sha256:" + sources_digest(read_submission_sources(submission.path))
+        return "sha256:" + sources_digest(submission.sources())
     return "sha256:" + h.hexdigest()
 
 
