@@ -171,6 +171,7 @@ def test_grade_one_usage_errors_are_one_line(tmp_path):
 
 # ----------------------------------------------------------------------------- real cohort runs
 
+@pytest.mark.slow  # (real sandboxed grading: the fast loop leaves it to the whole suite)
 @needs_bwrap
 def test_a_cohort_through_broken_and_working_sandboxes(tmp_path):
     """One course through the situations of a term (three grading runs, to keep the suite short):
@@ -330,6 +331,7 @@ def test_copies_are_graded_once_and_each_gets_the_result_under_its_own_name(tmp_
     assert sent == ["s1", "s2", "s3", "s4", "s5", "s6"], "grade_copies_once=False grades every copy"
 
 
+@pytest.mark.slow  # (real sandboxed grading: the fast loop leaves it to the whole suite)
 @needs_bwrap
 def test_preflight_stops_the_run_when_the_reference_fails(tmp_path):
     """A kit whose reference solution raises grades nobody: the preflight names the failing test."""
@@ -353,6 +355,7 @@ def test_preflight_stops_the_run_when_the_reference_fails(tmp_path):
     assert _graded(course) == [] and _gradebook_students(course) == []
 
 
+@pytest.mark.slow  # (real sandboxed grading: the fast loop leaves it to the whole suite)
 @needs_bwrap
 def test_doctor(tmp_path):
     """One line per check; exit 0 on a healthy machine, 1 with a FAIL line when bubblewrap cannot work."""

@@ -16,6 +16,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
+
 from bertlab.tasks import EXERCISE_FILES, GRADED_TASKS
 
 
@@ -35,6 +38,7 @@ def _submit(course: Path, student: str, files: dict[str, str]) -> None:
         (folder / name).write_text(text)
 
 
+@pytest.mark.slow  # (real sandboxed grading: the fast loop leaves it to the whole suite)
 def test_grade_one_json(tmp_path):
     submission = tmp_path / "zoe"
     submission.mkdir()
@@ -58,6 +62,7 @@ def test_grade_one_json(tmp_path):
     assert not any(t["message"].startswith("Not implemented yet: NotImplementedYet") for t in result["tests"])
 
 
+@pytest.mark.slow  # (real sandboxed grading: the fast loop leaves it to the whole suite)
 def test_grade_course(tmp_path):
     """Killed with SIGKILL mid-run, then rerun: every student graded exactly once, none lost. A result
     counts as recorded once its line is in the run's journal (grader/bertlab_grader/course/journal.py): the rerun
