@@ -551,7 +551,7 @@ def test_nbgrader_main_takes_an_argument_longer_than_a_command_line_allows(tmp_p
 
 def test_results_schema_accepts_what_the_kit_writes_and_rejects_the_rest(tmp_path):
     """results.schema.json is the published format: every results.json goes through it when written."""
-    from bertlab_grader.core.locations import RESULTS_SCHEMA
+    from bertlab_grader.course.results import RESULTS_SCHEMA
     from bertlab_grader.course.results import check_results_schema
 
     import jsonschema

@@ -120,7 +120,7 @@ def test_erin_hands_in_a_file_for_every_task():
     a file for every registered task (`bertlab new-task` gives her the untouched stub of a new task,
     `bertlab remove-task` takes a removed task's file away), so that each task's zero is her doing."""
     from bertlab.tasks import EXERCISE_FILES
-    from bertlab_grader.core.locations import DEMO_COHORT_DIR
+    from bertlab_grader.commands.demo import COHORT_DIR as DEMO_COHORT_DIR
 
     held = sorted(p.name for p in (DEMO_COHORT_DIR / "erin").glob("*.py"))
     assert held == sorted(EXERCISE_FILES), (

@@ -352,7 +352,8 @@ def test_lock_hidden_files_leaves_the_worker_what_it_imports(tmp_path):
     from bertlab_grader.sandbox import launcher
 
     # What the server needs of the instructor package is the one folder the sandbox shows it.
-    from bertlab_grader.core.locations import PACKAGE_DIR, SANDBOX_INSIDE_DIR
+    from bertlab_grader.core.locations import PACKAGE_DIR
+    from bertlab_grader.sandbox.launcher import SANDBOX_INSIDE_DIR
 
     assert gradescope.WORKER_NEEDS == (SANDBOX_INSIDE_DIR.relative_to(PACKAGE_DIR).as_posix(),)
     assert launcher.SERVER_FILE.parent == SANDBOX_INSIDE_DIR

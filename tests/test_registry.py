@@ -85,7 +85,7 @@ def test_results_are_validated_against_the_registry_s_tasks():
     import json
 
     from bertlab.tasks import GRADED_TASKS
-    from bertlab_grader.core.locations import RESULTS_SCHEMA
+    from bertlab_grader.course.results import RESULTS_SCHEMA
     from bertlab_grader.course.results import results_schema
 
     assert "enum" not in json.loads(RESULTS_SCHEMA.read_text(encoding="utf-8"))["$defs"]["test"]["properties"]["task"]

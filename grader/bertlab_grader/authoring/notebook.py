@@ -12,10 +12,10 @@ reference (and the untouched stubs).
 from __future__ import annotations
 
 import re
-from bertlab_grader.core.locations import LESSON_SOURCE
+from pathlib import Path
 
 NOTEBOOK_NAME = "Week_7_encoder.ipynb"
-SOURCE = LESSON_SOURCE
+SOURCE = Path(__file__).parent / "lesson" / "Week_7_encoder.py"  # (this room's own data)
 METADATA = {
     "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
     "language_info": {"name": "python"},

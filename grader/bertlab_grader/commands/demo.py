@@ -17,13 +17,14 @@ from pathlib import Path
 
 from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.authoring.stubs import expected_exercises
-from bertlab_grader.core.locations import DEMO_COHORT_DIR as COHORT_DIR
 from bertlab_grader.core.locations import reference_sources
 from bertlab_grader.course.pool import start_fork_server
 from bertlab_grader.course.results import load_results
 from bertlab_grader.course.runner import RunOptions, grade_course
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.grading.preflight import shortfall
+
+COHORT_DIR = Path(__file__).parent / "demo_cohort"  # the demo's six students (this room's own data)
 
 ASSIGNMENT = "week7"
 

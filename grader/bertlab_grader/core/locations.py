@@ -9,6 +9,11 @@ another in site-packages; in an editable install each is its own folder of the c
 finds one of them by climbing from its own ``__file__``: each location below is asked of the import
 system (``importlib.util.find_spec``), which knows the mapping in both modes, without importing the
 package it asks about.
+
+Only those top-level folders are named here. A room keeps its own data in its own folder and names
+it there (``course/results.py`` its schema, ``commands/demo.py`` its cohort, ``reporting/report.py``
+its templates, ``sandbox/launcher.py`` the ``inside`` package): this module, on the ground floor,
+knows nothing of the rooms above it (``tests/test_architecture.py`` holds it).
 """
 
 from __future__ import annotations
@@ -37,13 +42,6 @@ SUITES_DIR = package_folder("bertlab_grader.hidden")      # the hidden test suit
 SUITES_CONFIG = SUITES_DIR / "pytest.ini"                 # their configuration, whatever folder grading runs from
 REFERENCE_DATA = SUITES_DIR / "reference_data.py"
 PUBLIC_TESTS_DIR = package_folder("bertlab.public_tests")
-SANDBOX_INSIDE_DIR = package_folder("bertlab_grader.sandbox.inside")  # the only kit code the sandbox shows
-DEMO_COHORT_DIR = PACKAGE_DIR / "commands" / "demo_cohort"
-LESSON_SOURCE = PACKAGE_DIR / "authoring" / "lesson" / "Week_7_encoder.py"
-RESULTS_SCHEMA = PACKAGE_DIR / "course" / "results.schema.json"
-COURSE_TEMPLATES = PACKAGE_DIR / "course" / "templates"
-REPORT_TEMPLATES = PACKAGE_DIR / "reporting" / "templates"
-GRADESCOPE_DIR = PACKAGE_DIR / "export" / "gradescope"
 
 
 def _checkout() -> Optional[Path]:
@@ -72,11 +70,3 @@ def reference_sources(fenced: bool = False) -> dict[str, str]:
         out[f"{module}.py"] = text if fenced else strip_fences(text)
     return out
 
-
-def timing_protocol_files() -> list[Path]:
-    """What a speed measurement depends on besides the submission: the solutions, the hidden
-    performance suite (speed.py and every task's speed test), the timing protocol, how each timed call's inputs are copied (and varied) and
-    the malloc pin (performance/record.py keys on them)."""
-    return [*sorted(REFERENCE_DIR.glob("*.py")), SUITES_DIR / "speed.py", *sorted(SUITES_DIR.glob("test_hidden_*_speed.py")),
-            PACKAGE_DIR / "performance" / "timing.py", PACKAGE_DIR / "sandbox" / "inside" / "copies.py",
-            PACKAGE_DIR / "sandbox" / "malloc_pin.py"]

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bertlab.tasks import EXERCISE_FILES
-from bertlab_grader.core.locations import COURSE_TEMPLATES
 from bertlab_grader.course import code_cells
 from bertlab_grader.course.code_cells import new_code_cell, new_display_output, new_markdown_cell
 
@@ -30,7 +29,7 @@ if TYPE_CHECKING:  # nbformat is imported where a notebook is built: its jsonsch
     import nbformat
 
 NBGRADER_SCHEMA_VERSION = 3
-TEMPLATES = COURSE_TEMPLATES
+TEMPLATES = Path(__file__).parent / "templates"  # (this room's own data)
 MAX_SHOWN_MESSAGE = 4000
 
 _OUTCOME_STYLE = {"passed": "success", "failed": "danger", "error": "danger", "timeout": "warning"}

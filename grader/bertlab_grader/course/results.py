@@ -13,15 +13,15 @@ from pathlib import Path
 
 from bertlab.fileio import atomic_write_text
 from bertlab.tasks import GRADED_TASKS
-
-from bertlab_grader.core.locations import RESULTS_SCHEMA
-
 from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.config import (
     CourseError, OUTCOMES, check_max_points, check_name, ordered_tasks, course_db_url)
 from bertlab_grader.performance.timing import within_scatter
 
 log = logging.getLogger(__name__)
+
+#: The JSON Schema every results.json matches (this room's own data; docs/results-format.md).
+RESULTS_SCHEMA = Path(__file__).with_name("results.schema.json")
 
 
 # ---------------------------------------------------------------------------------------------------

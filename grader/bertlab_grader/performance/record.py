@@ -52,6 +52,8 @@ import re
 from bertlab.fileio import atomic_write_text
 
 from bertlab_grader.core import locations
+from bertlab_grader.sandbox import malloc_pin
+from bertlab_grader.sandbox.inside import copies
 from bertlab_grader.core.digest import sources_digest
 
 FORMAT = 1
@@ -62,12 +64,22 @@ def record_path(course: Path, assignment: str) -> Path:
     return Path(course) / ".bertlab" / f"timings-{assignment}.json"
 
 
+def timing_protocol_files() -> list[Path]:
+    """What a speed measurement depends on besides the submission: the solutions, the hidden
+    performance suite (speed.py and every task's speed test), this room's timing protocol, and the
+    sandbox's copies of each timed call's inputs and its malloc pin."""
+    sandbox_files = [Path(copies.__file__), Path(malloc_pin.__file__)]
+    return [*sorted(locations.REFERENCE_DIR.glob("*.py")), locations.SUITES_DIR / "speed.py",
+            *sorted(locations.SUITES_DIR.glob("test_hidden_*_speed.py")), Path(__file__).with_name("timing.py"),
+            *sandbox_files]
+
+
 def protocol_digest() -> str:
     """The sha256 of everything a measurement depends on besides the submission (see the module docstring)."""
     import torch
 
     digest = hashlib.sha256()
-    files = locations.timing_protocol_files()
+    files = timing_protocol_files()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     digest.update(f"torch {torch.__version__}\0{platform.machine()}\0{_processor()}\0{os.cpu_count()}".encode())

@@ -35,7 +35,6 @@ from bertlab.errors import ReportedError, UsageError
 from bertlab.fileio import atomic_write_text
 from bertlab.mistakes import MISTAKES
 from bertlab.tasks import GRADED_TASKS
-from bertlab_grader.core.locations import REPORT_TEMPLATES
 from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.preconditions import require_assignment_name, require_course_folder
 from bertlab_grader.course.results import load_results
@@ -45,7 +44,7 @@ from bertlab_grader.performance.timing import FULL_POINTS_UP_TO, HALF_POINTS_AT
 
 _BIN_EPSILON = 1e-6  # a histogram's bin edges: float round-off of value / width
 
-TEMPLATE = REPORT_TEMPLATES / "report.html.j2"
+TEMPLATE = Path(__file__).parent / "templates" / "report.html.j2"  # (this room's own data)
 #: Rows shown before a list folds the rest away (tests, mistakes, not-graded lists).
 SHOWN_ROWS = 15
 #: Similar pairs asked for per task.

@@ -37,7 +37,7 @@ import weakref
 from pathlib import Path
 from typing import Iterable, Optional
 
-from bertlab_grader.core.locations import KIT_ROOT, SANDBOX_INSIDE_DIR
+from bertlab_grader.core.locations import KIT_ROOT, package_folder
 from bertlab_grader.sandbox.bubblewrap import (
     SandboxError, SandboxUnavailable, binary_key, bwrap_checked, find_bwrap, namespace_args, sandbox_python,
     trial_run, unavailable_error, bubblewrap_status)
@@ -50,6 +50,8 @@ from bertlab_grader.sandbox.mounts import (
 from bertlab_grader.sandbox.remote import RemoteImplementation
 from bertlab_grader.sandbox.session import Session, Stashed, TemplateFailed
 
+#: The only kit code the sandbox shows: this room's package ``inside`` (grader/bertlab_grader/sandbox/inside/).
+SANDBOX_INSIDE_DIR = package_folder("bertlab_grader.sandbox.inside")
 #: The sandboxed server, as the sandbox imports it: the folder sandbox/inside/ (SANDBOX_INSIDE_DIR) is
 #: shown alone, under this package name, in a folder of the sandbox's own (``_inside_root``).
 INSIDE_PACKAGE = "bertlab_sandbox"

@@ -38,9 +38,9 @@ from typing import Optional
 from bertlab.errors import ReportedError, UsageError
 from bertlab_grader.core import locations
 from bertlab_grader.export.gradescope.autograder import SETTINGS_FILE, VISIBILITIES
-from bertlab_grader.core.locations import GRADESCOPE_DIR, WHEEL_SOURCES
+from bertlab_grader.core.locations import WHEEL_SOURCES
 
-TEMPLATES = GRADESCOPE_DIR / "files"  # setup.sh and run_autograder, as Gradescope runs them
+TEMPLATES = Path(__file__).parent / "files"  # setup.sh and run_autograder, as Gradescope runs them
 TARGET_PYTHON = "3.10"        # python3 of Ubuntu 22.04, Gradescope's default base image
 TARGET_GLIBC_MINOR = 35       # glibc 2.35 (Ubuntu 22.04): manylinux_2_35 and every older manylinux
 TORCH_VERSION = "2.13.0"      # the README's pin

@@ -42,7 +42,6 @@ from bertlab.fileio import atomic_write_text
 from bertlab.tasks import EXERCISE_FILES, GRADED_TASKS
 from bertlab_grader.core import locations
 from bertlab_grader.core.failures import GraderFailure
-from bertlab_grader.core.locations import GRADESCOPE_DIR
 from bertlab_grader.course import grade_one
 from bertlab_grader.course.results import (check_results_schema, error_result, format_gradebook, task_scores,
                                            validate_result)
@@ -52,7 +51,7 @@ from bertlab_grader.course.submissions import (UnsafeZipError, sources_root, han
 ROOT_VARIABLE = "BERTLAB_AUTOGRADER_ROOT"
 DEFAULT_ROOT = "/autograder"
 SETTINGS_FILE = "bertlab-gradescope.json"  # at the zip's root, so in ROOT/source/
-SCHEMA = GRADESCOPE_DIR / "gradescope.schema.json"
+SCHEMA = Path(__file__).with_name("gradescope.schema.json")
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 STUDENT = "submission"  # the kit's student id for the one submission a run grades
 STAGED, UNZIPPED = "bertlab-submission", "bertlab-unzipped"
