@@ -75,3 +75,29 @@ def test_a_worker_gets_what_the_main_process_worked_out(tmp_path, monkeypatch):
     monkeypatch.setattr(settings_module, "course_db_url", no_config)
     assert received.hidden_paths == hidden and received.gradebook_url == settings.gradebook_url
     assert received == settings
+
+
+def test_the_run_reads_the_course_config_once(tmp_path, monkeypatch):
+    """The gradebook's URL is worked out once (``settings.gradebook_url``); the run's writer, its
+    batches and the journal's replay use it and never open the course's nbgrader_config.py again
+    (which ``init_course`` may be rewriting), so every batch of a run writes into the same gradebook."""
+    from bertlab_grader.course import config as course_config
+    from bertlab_grader.course import journal
+    from bertlab_grader.course.results import error_result
+
+    course = tmp_path / "course"
+    (tmp_path / "books").mkdir()
+    init_course(course, "week7", max_points=max_points_by_task(), db_url=f"sqlite:///{tmp_path}/books/gb.db")
+    settings = CourseSettings(course, "week7")
+    assert settings.gradebook_url == f"sqlite:///{tmp_path}/books/gb.db"  # (the one read)
+
+    def no_config(*args, **kwargs):
+        raise AssertionError("the course's config was read again after the settings worked the URL out")
+
+    monkeypatch.setattr(course_config, "_coursedir", no_config)
+    with journal.ResultWriter(settings, batch_size=2) as writer:
+        for student in ("s1", "s2", "s3"):
+            writer.record(error_result(student, "week7", "set-up", max_points_by_task()))
+    assert sorted(writer.written) == ["s1", "s2", "s3"]
+    assert journal.replay(settings) == []
+    assert (tmp_path / "books" / "gb.db").is_file() and not (course / "gradebook.db").exists()

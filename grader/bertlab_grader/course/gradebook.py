@@ -417,7 +417,7 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
     ``feedback_of``: render the feedback of that one student only (`bertlab grade --watch`, after each
     hand-in: the others' feedback has not changed); the export still lists everyone.
     """
-    course_dir, assignment, db_url = settings.root, settings.assignment, settings.db_url
+    course_dir, assignment, db_url = settings.root, settings.assignment, settings.gradebook_url
     check_name("assignment", assignment)
     for student in students or ():
         check_name("student", student)

@@ -194,7 +194,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
         max_points = prepared["max_points"]
         # The writer writes its batches into the gradebook between timings (timing_gate.working: a batch
         # is a second of CPU, which would slow a worker's timing down); journaling a result does not wait.
-        with course_gradebook.keep_gradebook_open(course, settings.db_url), \
+        with course_gradebook.keep_gradebook_open(course, settings.gradebook_url), \
                 journal.ResultWriter(settings, on_adjustment=summary.adjustments.append,
                                      between_timings=timing_gate.working) as writer:
             for student in summary.unchanged:  # the gradebook re-synced with results.json (it may have been reset)
