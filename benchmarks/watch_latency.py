@@ -1,0 +1,125 @@
+"""How soon a hand-in is graded: `bertlab grade --watch` from a hand-in's arrival to its results.json,
+and a plain `bertlab grade` of a course in which one submission is new.
+
+    python benchmarks/watch_latency.py [--workdir DIR]
+
+A throwaway course (under DIR, else a temporary folder) is graded once with three students (the
+reference and two correct submissions of the outside bank). Then:
+
+1. a fourth student's folder arrives and a plain `bertlab grade` runs: its wall time, end to end
+   (start-up, the preflight, the grading, the gradebook, the export and the feedback);
+2. `bertlab grade --watch` starts, and five more students hand in, one after another, each folder
+   arriving whole (a rename, as a finished copy lands): the seconds from each arrival to that
+   student's results.json. Then Ctrl-C, and the watcher's exit code.
+
+Every submission is correct (the reference, or a correct one written apart from the kit), so the
+figures are those of a correct submission; the targets (docs/instructor-guide.md, "Grade hand-ins as
+they arrive"): each hand-in within 10 s of its arrival, the plain run within 20 s, on 2 quiet cores.
+Prints the figures; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+ASSIGNMENT = "week7"
+OUTSIDE_BANK = KIT_ROOT / "tests" / "outside_bank"
+#: Correct submissions: None is the reference; the others are folders of the kit's tests.
+CORRECT = {"reference": None, "literal": OUTSIDE_BANK / "correct_literal", "gram": OUTSIDE_BANK / "correct_gram",
+           "batched": OUTSIDE_BANK / "correct_batched", "redteam": KIT_ROOT / "tests" / "redteam_submissions" / "correct"}
+
+
+def files_of(name: str) -> dict[str, str]:
+    from bertlab.tasks import EXERCISE_FILES
+    from bertlab_grader.core.locations import reference_sources
+
+    if CORRECT[name] is None:
+        return reference_sources()
+    return {f: (CORRECT[name] / f).read_text() for f in EXERCISE_FILES}
+
+
+def hand_in(root: Path, course: Path, student: str, name: str) -> float:
+    """Write ``student``'s files beside the course, then move the folder in whole; the arrival time."""
+    stage = root / "stage" / student / ASSIGNMENT
+    stage.mkdir(parents=True)
+    for filename, text in files_of(name).items():
+        (stage / filename).write_text(text)
+    target = course / "submitted" / student
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stage.parent.rename(target)
+    return time.monotonic()
+
+
+def results_json(course: Path, student: str) -> Path:
+    return course / "autograded" / student / ASSIGNMENT / "results.json"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, help="where the throwaway course goes (default: a temporary folder)")
+    args = parser.parse_args()
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="bertlab-watch-"))
+    shutil.rmtree(root, ignore_errors=True)
+    course = root / "course"
+    (course / "source" / ASSIGNMENT).mkdir(parents=True)
+
+    for student, name in (("s1", "reference"), ("s2", "literal"), ("s3", "gram")):
+        hand_in(root, course, student, name)
+    started = time.monotonic()
+    first = subprocess.run(["bertlab", "grade", str(course)], capture_output=True, text=True)
+    print(f"first grading of 3 submissions: {time.monotonic() - started:.1f} s, exit {first.returncode}", flush=True)
+    if first.returncode != 0:
+        print(first.stdout[-2000:], first.stderr[-2000:])
+        return 1
+
+    hand_in(root, course, "s4", "batched")
+    started = time.monotonic()
+    plain = subprocess.run(["bertlab", "grade", str(course)], capture_output=True, text=True)
+    print(f"plain `bertlab grade`, one new submission (3 unchanged): {time.monotonic() - started:.1f} s wall, "
+          f"exit {plain.returncode}", flush=True)
+
+    log_path = root / "watch.log"
+    with open(log_path, "w") as log:
+        watcher = subprocess.Popen(["bertlab", "grade", str(course), "--watch"], stdout=log,
+                                   stderr=subprocess.STDOUT, text=True)
+        try:
+            while "watching" not in log_path.read_text().lower():
+                if watcher.poll() is not None:
+                    print(log_path.read_text()[-3000:])
+                    return 1
+                time.sleep(0.2)
+            print("watcher ready", flush=True)
+            waits = []
+            for number, name in enumerate(("redteam", "reference", "literal", "gram", "batched"), start=5):
+                student = f"s{number}"
+                arrived = hand_in(root, course, student, name)
+                while not results_json(course, student).is_file():
+                    if watcher.poll() is not None:
+                        print(log_path.read_text()[-3000:])
+                        return 1
+                    time.sleep(0.05)
+                waits.append(time.monotonic() - arrived)
+                score = json.loads(results_json(course, student).read_text())["score"]
+                print(f"hand-in {student} ({name}): results.json {waits[-1]:.1f} s after its arrival "
+                      f"(score {score:g})", flush=True)
+                time.sleep(2)
+        finally:
+            watcher.send_signal(signal.SIGINT)
+            watcher.wait(timeout=120)
+    print(f"--watch: {min(waits):.1f}-{max(waits):.1f} s from arrival to results.json over {len(waits)} "
+          f"hand-ins; exit {watcher.returncode} after Ctrl-C")
+    print(f"(the course: {course}; the watcher's log: {log_path})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
