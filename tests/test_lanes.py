@@ -41,3 +41,28 @@ def test_the_pages_give_the_three_lanes():
         for command in ('python -m pytest -q -m unit', 'python -m pytest -q -m "not slow"', "python -m pytest -q"):
             assert command in text, f"{page.name} does not give the lane `{command}`"
     assert re.search(r"UNIT_LANE", (KIT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+
+
+def test_an_unmarked_test_over_the_limit_is_named_at_the_end(monkeypatch):
+    """The run's last lines name a test not marked slow whose setup, call and teardown together took
+    over UNMARKED_LIMIT_S (each phase alone under it), and neither a slow one nor a quick one."""
+    import types
+
+    import conftest
+
+    monkeypatch.setattr(conftest, "_DURATIONS", {})  # (this session's own figures stay as they are)
+    monkeypatch.setattr(conftest, "_UNMARKED_SLOW", {})
+    limit = conftest.UNMARKED_LIMIT_S
+    for when, share in (("setup", 0.6), ("call", 0.3), ("teardown", 0.2)):
+        for nodeid, seconds, keywords in (("a.py::unmarked", limit * share, {}),
+                                          ("a.py::marked", limit * share, {"slow": 1}),
+                                          ("a.py::quick", 0.01, {})):
+            conftest.pytest_runtest_logreport(types.SimpleNamespace(nodeid=nodeid, when=when, duration=seconds,
+                                                                    keywords=keywords))
+    lines = []
+    reporter = types.SimpleNamespace(write_sep=lambda sep, title, **kw: lines.append(title),
+                                     write_line=lambda line, **kw: lines.append(line))
+    conftest.pytest_terminal_summary(reporter)
+    named = [line for line in lines if "a.py::" in line]
+    assert len(named) == 1 and "a.py::unmarked" in named[0], lines
+    assert any("mark them slow" in line for line in lines)
