@@ -3,7 +3,8 @@
 ``Descendants`` follows a process tree from /proc while a command runs (a process killed with SIGKILL
 leaves its children to init, so the tree must be read before the kill); ``left_over`` says which of
 them still exist after the end, waiting a little for the ones that are on their way out.
-``grading_processes`` counts the grader's and the sandbox's processes on the whole machine.
+``grading_processes`` counts the grader's and the sandbox's processes on the whole machine;
+``orphaned_grading_processes`` those of them that nobody's run holds any more.
 """
 
 from __future__ import annotations
@@ -79,3 +80,21 @@ def grading_processes() -> set[tuple[int, int]]:
         if stat is not None and stat[2] != "Z" and any(m in _cmdline(pid) for m in MARKERS):
             found.add((pid, stat[1]))
     return found
+
+
+def orphaned_grading_processes() -> set[tuple[int, int]]:
+    """The grading processes of the whole machine that no live run holds: climbing from each through
+    its grading ancestors, the first process that is not a grader's is init (pid 1), which adopts what
+    a killed or finished run left behind. Another run going on at the same time (a second test session,
+    an instructor's `bertlab grade`) hangs from its own live parent, so it is not counted."""
+    def nearest_outside(pid: int) -> int:
+        seen = set()
+        while pid not in seen:
+            seen.add(pid)
+            stat = _stat(pid)
+            if stat is None or not any(m in _cmdline(pid) for m in MARKERS):
+                return pid
+            pid = stat[0]
+        return pid
+
+    return {(pid, start) for pid, start in grading_processes() if nearest_outside(pid) in (0, 1)}

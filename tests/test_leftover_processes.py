@@ -1,8 +1,10 @@
 """No process outlives its run: a grading run leaves no grader worker, bubblewrap or sandboxed server
 behind, whether it ends on its own or is killed (SIGKILL, SIGTERM) in the middle of a submission.
 
-Counted on the whole machine before and after (tests/processes.py), and followed through the run's
-own process tree, which a kill hands over to init.
+Followed through the run's own process tree, which a kill hands over to init, and counted on the
+whole machine before and after: every grading process that init has adopted (tests/processes.py), so a
+second run going on beside the test (another session, an instructor's grading) is not taken for one
+this test's runs left behind.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from processes import Descendants, grading_processes
+from processes import Descendants, orphaned_grading_processes
 from bertlab.tasks import EXERCISE_FILES
 
 STUBS = {name: (Path(__file__).resolve().parents[1] / "exercises" / name).read_text()
@@ -49,7 +51,7 @@ def _follow_until(proc: subprocess.Popen, tree: Descendants, done, timeout_s: fl
 def test_a_grading_run_leaves_no_process_behind_when_it_ends_or_is_killed(tmp_path):
     course = tmp_path / "course"
     _submit(course, "s1", STUBS)
-    before = grading_processes()
+    before = orphaned_grading_processes()
 
     # 1. A run that ends on its own.
     proc = _grade(course)
@@ -77,6 +79,6 @@ def test_a_grading_run_leaves_no_process_behind_when_it_ends_or_is_killed(tmp_pa
         assert not left, f"after {sig.name} of `bertlab grade`, still running:\n" + "\n".join(left)
 
     deadline = time.monotonic() + 10
-    while grading_processes() - before and time.monotonic() < deadline:
+    while orphaned_grading_processes() - before and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not grading_processes() - before, "grader or sandbox processes were left on the machine"
+    assert not orphaned_grading_processes() - before, "grader or sandbox processes were left on the machine"
