@@ -29,11 +29,12 @@ UNIT_LANE = frozenset({
     "test_report.py", "test_scoring.py", "test_lanes.py",
 })
 
-#: Fixtures that install the kit, build a wheel or a virtualenv, run `bertlab demo` or execute the lesson
-#: notebook: a test that uses one is slow, whatever marks it has (a fast loop that builds a venv is not one).
+#: Fixtures that install the kit, build a wheel or a virtualenv, run `bertlab demo`, execute the lesson
+#: notebook or compute all its figures: a test that uses one is slow, whatever marks it has (a fast loop
+#: that builds a venv is not one).
 SLOW_FIXTURES = frozenset({
     "machine_deps", "installed_kit", "demo", "bundle_install", "autograder_zip", "autograder", "kit_copy",
-    "solutions_run", "stubs_run", "solutions_rerun", "partial_run",
+    "solutions_run", "stubs_run", "solutions_rerun", "partial_run", "all_lesson_figures",
 })
 
 #: An unmarked test (or its fixtures' setup) that takes longer than this is named at the end of the run.

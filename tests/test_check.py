@@ -83,6 +83,7 @@ def test_check_on_untouched_stubs_shows_every_task_not_started_and_names_cka(bun
     assert {t: recorded["tasks"][t]["status"] for t in TASKS} == dict.fromkeys(TASKS, "not started")
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 def test_check_with_the_reference_code_passes_task_by_task_from_anywhere_and_remembers(bundle, tmp_path):
     """cka passes when checked from the bundle's exercises/ folder, and from elsewhere with --dir;
     from elsewhere without --dir there is no workspace. Then pooling, from the bundle's root, and the

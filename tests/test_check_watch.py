@@ -220,6 +220,7 @@ def table(report: str) -> dict[str, tuple[int, int, str]]:
 # Real watchers in a bundle
 # ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 @pytest.mark.tasks("cka", "pooling", "siamese", "retrieval")
 def test_watch_loads_once_reports_as_check_does_and_reruns_only_what_a_save_affects(bundle):
     """The cold start says what it loads; the first report is `bertlab check`'s for the same files
@@ -276,6 +277,7 @@ def test_watch_loads_once_reports_as_check_does_and_reruns_only_what_a_save_affe
         assert not wait_until_gone(watcher.token)
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 def test_each_check_imports_the_students_files_anew_and_the_watcher_never_does(bundle):
     """An edit between two checks is what the next check runs, also an edit of the same size within
     the same second (a stale .pyc would run the old code); the student's module is imported in a new
@@ -318,6 +320,7 @@ def test_each_check_imports_the_students_files_anew_and_the_watcher_never_does(b
         assert watcher.proc.poll() is None
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 def test_a_crash_an_exit_or_a_hang_fails_that_check_and_the_watcher_goes_on(bundle, released):
     """os._exit, SystemExit, a segmentation fault and an endless loop each fail the check of cka with
     `bertlab check`'s explanation; the watcher answers the next save each time, and a process the

@@ -81,6 +81,7 @@ def _assert_local_grades(cluster_results: dict, demo) -> None:
 # Without a cluster
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 def test_an_unreachable_scheduler_is_one_line_exit_2_and_changes_nothing(tmp_path):
     course = _course(tmp_path, ["alice"])
     before = sorted(str(p.relative_to(course)) for p in course.rglob("*"))

@@ -129,6 +129,7 @@ def test_the_hand_in_paragraph_is_the_bundles_own_or_the_default(tmp_path):
 # Real runs in a bundle
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 def test_submit_checks_a_fresh_copy_and_packs_exactly_what_it_checked(bundle):
     use_solutions(bundle)
     (bundle / "exercises" / "notes.txt").write_text("not handed in\n")
@@ -149,6 +150,7 @@ def test_submit_checks_a_fresh_copy_and_packs_exactly_what_it_checked(bundle):
     assert str(archive) in proc.stdout and "Hand in:" in proc.stdout and "does not pass" not in proc.stdout
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 def test_a_file_that_does_not_import_is_refused_and_the_old_archive_stays(bundle):
     first = submit(bundle)  # the untouched stubs: every task "not started", packed with a warning
     assert first.returncode == 0, first.stderr

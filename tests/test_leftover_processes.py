@@ -48,6 +48,7 @@ def _follow_until(proc: subprocess.Popen, tree: Descendants, done, timeout_s: fl
     tree.look()
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 def test_a_grading_run_leaves_no_process_behind_when_it_ends_or_is_killed(tmp_path):
     course = tmp_path / "course"
     _submit(course, "s1", STUBS)

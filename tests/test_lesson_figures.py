@@ -27,52 +27,53 @@ LESSON_SBERT_COSINES = [0.585, 0.804, 0.547, 0.389, 0.403, 0.436, 0.389, 0.102] 
 
 
 @pytest.fixture(scope="module")
-def figures():
+def all_lesson_figures():
+    """Every figure of the lesson, computed in full (about a minute: tests/conftest.py's SLOW_FIXTURES)."""
     return lesson_figures(load_implementation("reference"), full=True)
 
 
-def test_lesson_sts_pairs(figures):
-    sbert, dan = figures["lesson_sts_sbert"], figures["lesson_sts_dan"]
+def test_lesson_sts_pairs(all_lesson_figures):
+    sbert, dan = all_lesson_figures["lesson_sts_sbert"], all_lesson_figures["lesson_sts_dan"]
     assert sbert["cosines"] == pytest.approx(LESSON_SBERT_COSINES, abs=1e-3)
     assert sbert["spearman"] == pytest.approx(0.881, abs=1e-3)
     assert sbert["mae"] == pytest.approx(0.285, abs=1e-3)
     assert sbert["spearman"] > dan["spearman"] + 0.3, "SBERT should beat the non-contextual DAN baseline widely"
 
 
-def test_lesson_search(figures):
-    assert [h["score"] for h in figures["search_sbert"]] == pytest.approx([0.560, 0.481, 0.454], abs=1e-3)
-    assert figures["search_sbert"][0]["text"].startswith("Cheap special effects")
+def test_lesson_search(all_lesson_figures):
+    assert [h["score"] for h in all_lesson_figures["search_sbert"]] == pytest.approx([0.560, 0.481, 0.454], abs=1e-3)
+    assert all_lesson_figures["search_sbert"][0]["text"].startswith("Cheap special effects")
 
 
-def test_sts_benchmark(figures):
-    assert figures["stsb_test_sbert"] == pytest.approx(0.820, abs=1e-3)
-    assert figures["stsb_test_dan"] < figures["stsb_test_sbert"] - 0.2
+def test_sts_benchmark(all_lesson_figures):
+    assert all_lesson_figures["stsb_test_sbert"] == pytest.approx(0.820, abs=1e-3)
+    assert all_lesson_figures["stsb_test_dan"] < all_lesson_figures["stsb_test_sbert"] - 0.2
 
 
-def test_cka_untrained_is_flat_and_trained_is_a_staircase(figures):
-    assert len(figures["cka_untrained_min_offdiag"]) >= 3
-    assert min(figures["cka_untrained_min_offdiag"]) > 0.9
-    trained = torch.tensor(figures["cka_minilm_mean"])
+def test_cka_untrained_is_flat_and_trained_is_a_staircase(all_lesson_figures):
+    assert len(all_lesson_figures["cka_untrained_min_offdiag"]) >= 3
+    assert min(all_lesson_figures["cka_untrained_min_offdiag"]) > 0.9
+    trained = torch.tensor(all_lesson_figures["cka_minilm_mean"])
     adjacent = torch.diagonal(trained, 1).mean()
     distant = trained[0, -1]
     assert adjacent > distant + 0.1, f"no staircase: adjacent mean {adjacent:.3f}, first vs last {distant:.3f}"
-    assert off_diagonal(trained).min() < min(figures["cka_untrained_min_offdiag"])
-    assert figures["cka_minilm_cls_layer0_defined"] is False
+    assert off_diagonal(trained).min() < min(all_lesson_figures["cka_untrained_min_offdiag"])
+    assert all_lesson_figures["cka_minilm_cls_layer0_defined"] is False
 
 
-def test_parameter_counts(figures):
-    assert figures["params_bert_base"] == 109_482_240
-    assert figures["params_minilm"] == 22_713_216
-    assert figures["waiting"] == {} and figures["failed_tasks"] == []
+def test_parameter_counts(all_lesson_figures):
+    assert all_lesson_figures["params_bert_base"] == 109_482_240
+    assert all_lesson_figures["params_minilm"] == 22_713_216
+    assert all_lesson_figures["waiting"] == {} and all_lesson_figures["failed_tasks"] == []
 
 
-def test_early_late_cls_cosines_are_minilms_own(figures):
+def test_early_late_cls_cosines_are_minilms_own(all_lesson_figures):
     # MiniLM's [CLS] barely moves until its last layer: layer 1 vs 6 stays high (the lesson's bert-base: 0.16-0.20).
-    assert len(figures["cls_early_late"]) == 3 and all(0.7 < c < 0.9 for c in figures["cls_early_late"])
+    assert len(all_lesson_figures["cls_early_late"]) == 3 and all(0.7 < c < 0.9 for c in all_lesson_figures["cls_early_late"])
 
 
-def test_the_report_ends_with_every_lesson_figure_beside_the_measured_one(figures):
-    report = format_figures(figures)
+def test_the_report_ends_with_every_lesson_figure_beside_the_measured_one(all_lesson_figures):
+    report = format_figures(all_lesson_figures)
     table = report[report.index("The lesson's figures and this run's, side by side:"):]
     blocks = table.split("\n- ")[1:]
     assert [b.splitlines()[0] for b in blocks] == [f.label for f in LESSON_FIGURES]

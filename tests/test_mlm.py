@@ -260,6 +260,7 @@ def test_fill_mask_with_the_kit_model_matches_its_shipped_figures(kit, index):
     assert scores[:3] == pytest.approx([score for _, score in shipped["top3"]], abs=2e-3)
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 def test_masked_word_top5_beats_the_frequency_prior(kit, held_out):
     model, tokenizer, *_ = kit
     sentences = mlm.review_sentences(held_out[:30])
@@ -276,6 +277,7 @@ def test_masked_word_top5_beats_the_frequency_prior(kit, held_out):
     assert scores["top1"] > prior_top1 + 0.05, (scores, prior_top1)
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 def test_next_sentence_beats_chance_on_held_out_segment_pairs(kit, held_out):
     from scipy.stats import binom
 

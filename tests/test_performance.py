@@ -409,6 +409,7 @@ _MEMOS = (("var_pool_loop_memo", "var_pool_loop", "test_masked_mean_pool_speed")
           ("var_ret_loop_scale_memo", "var_ret_loop", "test_semantic_search_speed"))
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 @pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed")
 def test_answers_remembered_by_their_inputs_earn_no_speed_points():
     """Each memo variant of the bank is a slow but correct twin (a Python loop over the batch or the

@@ -121,6 +121,7 @@ def test_workers_fork_from_a_warm_fork_server_unless_told_to_spawn(monkeypatch):
     assert pool.worker_context().get_start_method() == "spawn"
 
 
+@pytest.mark.slow  # (over 10 s: the fast loop leaves it to the whole suite)
 def test_worker_preload_leaves_torch_on_one_thread():
     """Forking is only safe when no OpenMP pool exists yet: the preload limits torch to one thread
     before any tensor work, and switches the tokenizers' pool off."""
