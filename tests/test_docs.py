@@ -29,7 +29,7 @@ RUN_BY = {
     "check": "tests/test_check.py::test_check_on_untouched_stubs_shows_every_task_not_started_and_names_cka",
     "submit": "tests/test_handin.py::submit",
     "release": "tests/test_release.py::test_release_command_writes_refuses_and_replaces",
-    "lesson": "tests/test_lesson_figures.py::figures",
+    "lesson": "tests/test_lesson_figures.py::test_lesson_command_runs_on_with_any_subset_of_tasks_done",
     "demo": "tests/conftest.py::demo",
     "grade": "tests/test_runner.py::test_grade_course",
     "grade-one": "tests/test_runner.py::test_grade_one_json",
