@@ -1,8 +1,13 @@
 """Fill task mean_reciprocal_rank's pieces in the checkout in cwd (after `bertlab new-task mean_reciprocal_rank`),
-from the files written by hand in /tmp/nt2."""
-import re, shutil, subprocess, sys
+from the files written by hand, kept beside this script in mrr-task-files.tgz (unpacked to a temporary folder).
+
+    python .wip/issue43/fill_mrr.py      # from a fresh clone, after `bertlab new-task mean_reciprocal_rank`
+"""
+import re, shutil, subprocess, sys, tarfile, tempfile
 from pathlib import Path
-src, root = Path("/tmp/nt2"), Path(".")  # /tmp/nt2: unpack .wip/issue43/mrr-task-files.tgz there first
+src, root = Path(tempfile.mkdtemp(prefix="mrr-task-")), Path(".")
+with tarfile.open(Path(__file__).with_name("mrr-task-files.tgz")) as archive:
+    archive.extractall(src, filter="data")
 own = ["solutions/mean_reciprocal_rank.py", "tests/public/test_mean_reciprocal_rank.py",
        "tests/hidden/test_hidden_mean_reciprocal_rank.py", "grader/bertlab_grader/mutants/mean_reciprocal_rank.py",
        "src/bertlab/teaching/mean_reciprocal_rank.py", "benchmarks/test_bench_mean_reciprocal_rank.py",
