@@ -58,6 +58,7 @@ def test_every_mutant_is_a_known_mistake_of_its_task():
         assert entry.hint == (known.hint if known.fingerprinted else ""), entry.name
 
 
+@pytest.mark.slow  # (over 5 s each, or many cases: the fast loop leaves it to the whole suite)
 def test_every_hinted_mutant_is_recognised_and_no_correct_code_gets_a_hint():
     for entry in load_bank(kinds=("mutant",)):
         if entry.hint:

@@ -577,6 +577,7 @@ FORK_SAFETY = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # (over 5 s each, or many cases: the fast loop leaves it to the whole suite)
 def test_the_warm_checker_forks_children_that_can_use_threads(tmp_path, released):
     """After the warm checker has loaded torch, transformers, the model and the tests, a forked child
     can start torch's and NumPy's thread pools and finish (GNU OpenMP deadlocks in a fork of a

@@ -486,6 +486,7 @@ def test_read_submission_sources_refuses_large_undecodable_and_linked_files(tmp_
     assert read_submission_sources(tmp_path / "missing") == {}
 
 
+@pytest.mark.slow  # (over 5 s each, or many cases: the fast loop leaves it to the whole suite)
 def test_cohort_export_and_feedback_split_over_processes(tmp_path):
     """The cohort path: 50 results recorded through one open gradebook, then `nbgrader export` and two
     `generate_feedback` processes side by side. Each student appears once in grades.csv and gets

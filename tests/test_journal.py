@@ -213,6 +213,7 @@ def _next_run(course: Path, db_url: str | None, monkeypatch):
     return summary, graded
 
 
+@pytest.mark.slow  # (over 5 s each, or many cases: the fast loop leaves it to the whole suite)
 @pytest.mark.parametrize("crash", ["before-commit", "mid-files", "outside"])
 def test_a_writer_killed_mid_batch_loses_nothing_it_journaled(tmp_path, db_url, crash, monkeypatch):
     """SIGKILL mid-batch; the next run finds every journaled result in the gradebook and in results.json,

@@ -129,6 +129,7 @@ SUBSETS = {
 }
 
 
+@pytest.mark.slow  # (over 5 s each, or many cases: the fast loop leaves it to the whole suite)
 @pytest.mark.parametrize("subset", SUBSETS)
 def test_lesson_command_runs_on_with_any_subset_of_tasks_done(subset, tmp_path):
     done, expected = SUBSETS[subset]

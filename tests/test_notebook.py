@@ -396,6 +396,7 @@ def test_the_default_fine_tuning_shows_the_figures_shipped_with_the_kit(tmp_path
 
 # --------------------------------------------------------------------------- `bertlab lesson`
 
+@pytest.mark.slow  # (over 5 s each, or many cases: the fast loop leaves it to the whole suite)
 def test_lesson_command_on_the_stubs_runs_on_and_names_each_waiting_step_in_one_line(tmp_path):
     shutil.copytree(KIT_ROOT / "exercises", tmp_path / "exercises")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

@@ -48,6 +48,7 @@ def test_the_peak_is_the_most_held_at_once_not_the_sum():
     assert 28 <= extra <= 48, extra
 
 
+@pytest.mark.slow  # (over 5 s each, or many cases: the fast loop leaves it to the whole suite)
 def test_buffers_freed_inside_the_call_are_not_counted_whatever_the_process_did_before():
     """One [N] row at a time, sorted, its top 10 kept (the bank's var_ret_loop): at most a few rows are
     alive at once. After the process freed a 30 MiB block, glibc serves blocks below that size from

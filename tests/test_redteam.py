@@ -219,6 +219,7 @@ def test_no_network_at_all(sb):
     assert not any(r in ("CONNECTED", "RESOLVED") for r in result.values()), result
 
 
+@pytest.mark.slow  # (over 5 s each, or many cases: the fast loop leaves it to the whole suite)
 def test_fork_bomb_is_contained(sb):
     started = time.monotonic()
     with sb.session(sources("forkbomb"), call_timeout_s=2.0) as impl:

@@ -145,6 +145,7 @@ def layout(request):
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.slow  # (over 5 s each, or many cases: the fast loop leaves it to the whole suite)
 def test_the_sandbox_grades_and_isolates_wherever_things_live(layout, tmp_path):
     kit, submission, course = layout["kit"], layout["submission"], layout["course"]
     installed = layout["venv"] == "installed"
