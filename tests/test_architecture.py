@@ -268,13 +268,11 @@ def test_no_file_imports_another_files_private_name():
     assert taken == [], "give the name a public spelling where it is defined: " + "; ".join(taken)
 
 
-
 def test_the_ground_floor_names_no_room_above_it():
     """``core/locations.py`` says where the kit's top-level folders are (the packages pyproject.toml
     maps); a room above it keeps its own data in its own folder and names it there. A string of
     locations.py that spells the folder or the package of a room above core (``"course"``,
-    ``"bertlab_grader.sandbox.inside"``, ``"demo_cohort"`` under ``commands``) is that room's layout
-    leaking down."""
+    ``"bertlab_grader.sandbox.inside"``) is that room's layout leaking down."""
     core = LAYER["bertlab_grader.core"]
     above = {room for room, layer in LAYER.items()  # (the mapped top-level folders are core's to name)
              if layer > core and room.startswith("bertlab_grader.") and room not in MAPPED_FOLDERS}
@@ -285,6 +283,7 @@ def test_the_ground_floor_names_no_room_above_it():
                     and (node.value in folders or node.value in above
                          or any(node.value.startswith(f"{room}.") for room in above))})
     assert named == [], f"core/locations.py names rooms above it: {named}; name that data in its own room"
+
 
 #: Where an import inside a function is the rule, not the exception (docs/architecture.md, "Imports"):
 LATE_IMPORT_FOLDERS = {

@@ -149,6 +149,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
         if before is not None and not options.regrade_all and s.student not in options.regrade \
                 and before.get("submission_digest") == digests[s.student]:
             summary.unchanged.append(s.student)
+            s.forget_sources()  # (read for its digest only)
             continue
         (refused if s.error else todo).append(s)
     distinct, copies = group_copies(todo, digests) if options.grade_copies_once else (todo, {})
@@ -339,6 +340,8 @@ def record_result(writer, result: dict, digest: str, summary: RunSummary, submis
     shown = submission.sources() if submission is not None and submission.error is None else None
     try:
         writer.record(result, on_recorded=summary.graded.append, on_failed=failed, sources=shown)
+        if submission is not None:
+            submission.forget_sources()  # (the writer's entry holds them now)
     except Exception as exc:  # noqa: BLE001 - an invalid result, or the disk: never the student's
         summary.not_graded[result["student"]] = f"the result could not be recorded: {type(exc).__name__}: {exc}"
 

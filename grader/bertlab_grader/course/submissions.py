@@ -94,6 +94,11 @@ class Submission(tuple):
             self._read = SubmissionSources() if self.error else read_submission_sources(self.path)
         return self._read
 
+    def forget_sources(self) -> None:
+        """Drop the kept read once nothing of this run needs it (recorded, or skipped as unchanged): a
+        run of thousands of submissions does not hold every student's files until its end."""
+        self._read = None
+
     @property
     def student(self) -> str:
         return self[0]

@@ -52,9 +52,9 @@ import re
 from bertlab.fileio import atomic_write_text
 
 from bertlab_grader.core import locations
+from bertlab_grader.core.digest import sources_digest
 from bertlab_grader.sandbox import malloc_pin
 from bertlab_grader.sandbox.inside import copies
-from bertlab_grader.core.digest import sources_digest
 
 FORMAT = 1
 
