@@ -6,6 +6,7 @@ its cost times the machine's current slowness, so the tests are exact and never 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -100,7 +101,7 @@ def test_a_first_look_ends_early_only_where_the_pairs_left_decide_nothing():
 def test_the_longer_look_ends_early_only_where_the_pairs_left_decide_nothing():
     """Wherever ``points_settled`` ends the longer look after k of its 64 pairs, all 64 would have given
     the same points to within SETTLED_FRACTION, whatever the pairs left measure, and so does the median
-    of the k pairs (the ratio reported). Pairs that straddle 2x closely get every pair."""
+    of the k pairs (the ratio reported). Pairs that straddle 2x where the points move get every pair."""
     import random
 
     rng = random.Random(33)
@@ -119,7 +120,9 @@ def test_the_longer_look_ends_early_only_where_the_pairs_left_decide_nothing():
                 break
     assert ended_early > 1000, "the rule should end clear-cut longer looks early"
     assert performance.points_settled([1.5] * 33, total) and not performance.points_settled([1.5] * 32, total)
-    assert not performance.points_settled([1.9, 2.2] * 31, total)  # straddling 2x: every pair
+    # Straddling 2x, with 2.6x 0.016 of the points below full: every pair; 2.2x (0.006 below) is settled.
+    assert not performance.points_settled([1.9, 2.6] * 31, total)
+    assert performance.points_settled([1.9, 2.2] * 31, total)
 
 
 def test_every_call_of_a_side_gets_new_inputs_and_a_pair_shares_them(machine):
@@ -260,24 +263,35 @@ def test_a_kept_wrong_answer_measurement_is_reused_as_it_was(machine, tmp_path):
     assert first.wrong_answer and again.wrong_answer and again.variant == first.variant == 1
 
 
-@pytest.mark.parametrize("ratio,fraction", [(0.5, 1.0), (2.0, 1.0), (20.0, 2 / 3), (200.0, 1 / 3), (2000.0, 0.0),
-                                            (2001.0, 0.0), (float("nan"), 0.0)])
+@pytest.mark.parametrize("ratio,fraction", [(0.5, 1.0), (2.0, 1.0), (20.0, 1 - 0.06 * math.log(10)),
+                                            (200.0, (1 - 0.06 * math.log(10)) / 2), (2000.0, 0.0), (2001.0, 0.0),
+                                            (float("nan"), 0.0)])
 def test_the_points_curve_at_its_corners(ratio, fraction):
     assert performance.points_fraction(ratio) == pytest.approx(fraction, abs=1e-12)
 
 
 def test_the_points_curve_moves_little_with_the_ratio():
-    """Issue 41: the same files get speed points within 0.1 of each other in every run. The curve is
-    continuous and falling; a measurement 20% off moves it by at most 0.027 of the test's points
-    (0.106 points of the largest speed test, 4 points; 10% off: 0.055), wherever the true ratio lies, an
-    old band edge (2x, 20x) included; and it is never below the old bands (full up to 2x, half up to 20x)."""
+    """Issues 41 and 44: the same files get speed points within 0.1 of each other in every run. The curve
+    is continuous and falling. Up to 20x, where short calls scatter most (measured: a full-matrix search
+    at 5.0x to 7.0x in four gradings), a measurement 35% off moves it by at most 0.018 of the test's
+    points (0.072 of the largest speed test, 4 points); beyond, where a call does far more work than
+    its overheads and measures within about 5% (CKA through an n x n centering matrix: 22.8x to 23.8x),
+    10% off moves it by at most 0.018. It is never below issue 41's straight line (1 - log(r/2) /
+    log(1000)) nor the bands before it (full up to 2x, half up to 20x): no correct submission earns less
+    than it did."""
     ratios = [0.5 * 1.01 ** i for i in range(900)]  # 0.5x to about 3900x
     fractions = [performance.points_fraction(r) for r in ratios]
     assert all(a >= b for a, b in zip(fractions, fractions[1:])), "more time never earns more points"
-    worst = max(abs(performance.points_fraction(1.2 * r) - performance.points_fraction(r)) for r in ratios)
-    assert worst <= 0.0264, worst
+    gentle = max(abs(performance.points_fraction(1.35 * r) - performance.points_fraction(r))
+                 for r in ratios if 1.35 * r <= 20)
+    assert gentle <= 0.0181, gentle
+    steep = max(abs(performance.points_fraction(1.1 * r) - performance.points_fraction(r)) for r in ratios)
+    assert steep <= 0.0179, steep
+    assert all(performance.points_fraction(r) >= max(0.0, 1 - math.log(max(r, 2) / 2) / math.log(1000))
+               for r in ratios)
     assert all(performance.points_fraction(r) >= (1.0 if r <= 2 else 0.5 if r <= 20 else 0.0) for r in ratios)
     assert performance.points_fraction(2.0 * (1 + 1e-9)) == pytest.approx(1.0)  # no step anywhere
+    assert performance.points_fraction(20.0 * (1 + 1e-9)) == pytest.approx(performance.points_fraction(20.0))
 
 
 # ---------------------------------------------------------------------------------------------------

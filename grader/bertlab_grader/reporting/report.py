@@ -40,7 +40,7 @@ from bertlab_grader.course.preconditions import require_assignment_name, require
 from bertlab_grader.course.results import load_results
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.summary import last_run_path
-from bertlab_grader.performance.timing import FULL_POINTS_UP_TO, HALF_POINTS_AT
+from bertlab_grader.performance.timing import AT_KNEE, FULL_POINTS_UP_TO, HALF_POINTS_AT, KNEE
 
 _BIN_EPSILON = 1e-6  # a histogram's bin edges: float round-off of value / width
 
@@ -52,7 +52,7 @@ SIMILAR_TOP = 10
 #: Bars in the totals histogram (at most) and in each task's.
 TOTAL_BINS, TASK_BINS = 25, 12
 #: Time ratios are binned on widening steps (a ratio spans 0.2x to 50x); where the points curve falls
-#: below full points (2x) and reaches half of them (about 63x) is marked.
+#: below full points (2x) and where its gentle fall ends (20x) are marked: both are edges here.
 RATIO_EDGES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, math.inf)
 
 
@@ -336,7 +336,7 @@ def _ratios(results: dict[str, dict], assessed: list[str]) -> list[dict]:
             row["median"] = statistics.median(ratios)
             row["median_text"] = f"{row['median']:.2f}x"
             hist = ratio_histogram(ratios)
-            marks = ((full, f"full points up to {_num(full)}x"), (half, f"half at {_num(half)}x"))
+            marks = ((full, f"full points up to {_num(full)}x"), (KNEE, f"{AT_KNEE:.2f} at {_num(KNEE)}x"))
             row["svg"] = svg_histogram(hist, plot=f"ratio-{name}", xlabel=f"{name}: time / reference time",
                                        marks=marks, suffix="x", width=460, height=170)
         out.append(row)
