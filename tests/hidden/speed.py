@@ -4,7 +4,7 @@ pieces, one file each (tests/hidden/test_hidden_<task>_speed.py, marked ``perfor
 inputs, in the same run, interleaved (grader/bertlab_grader/performance/timing.py).
 
 Points on a continuous curve of the median of paired time ratios (timing.points_fraction: full up to 2x,
-0.86 at 20x, half at about 138x, none from 2000x), each call measured by its process's CPU time where that can be trusted, and only
+0.73 at 100x, half at about 254x, none from 2000x), each call measured by its process's CPU time where that can be trusted, and only
 for a right answer. In a cohort run, identical files reuse the first measurement
 (grader/bertlab_grader/performance/record.py). A partial score is recorded as the user property ``bertlab_points_fraction`` and the test
 fails with a message saying how fast the code was; grader/bertlab_grader/grading/scoring.py turns that into points.

@@ -51,9 +51,9 @@ SHOWN_ROWS = 15
 SIMILAR_TOP = 10
 #: Bars in the totals histogram (at most) and in each task's.
 TOTAL_BINS, TASK_BINS = 25, 12
-#: Time ratios are binned on widening steps (a ratio spans 0.2x to 50x); where the points curve falls
-#: below full points (2x) and where its gentle fall ends (20x) are marked: both are edges here.
-RATIO_EDGES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, math.inf)
+#: Time ratios are binned on widening steps (a ratio spans 0.2x to 100x); where the points curve falls
+#: below full points (2x) and where its gentle fall ends (100x) are marked: both are edges here.
+RATIO_EDGES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, math.inf)
 
 
 def _refused(result: dict) -> bool:
