@@ -69,6 +69,7 @@ def replace_in_stub(bundle: Path, task: str, function: str, code: str) -> None:
 # Real runs in a bundle
 # ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # 10.4 s in a CI run (every task's suite on the stubs): the lanes' 10 s limit
 def test_check_on_untouched_stubs_shows_every_task_not_started_and_names_cka(bundle):
     result = run_check(bundle)
     out = result.stdout
