@@ -30,7 +30,7 @@ in gradings of the same files: that full-matrix search 5.2x to 6.5x within one C
 quiet) and 5.0x to 7.0x over four gradings in one session; the outside bank's correct_gram search
 51x to 63x over four (``benchmarks/repeat_grading.py --no-record``); var_cka_hsic 22x to 25x. On one
 straight line from full points at 2x to none at 2000x (issues 41 to 44: 1 - log(r/2) / log(1000)),
-those moved a 4-point test by 0.13 and 0.12, over the 0.1 that issue 41 allows. Correct code lands
+those move a 4-point test by 0.13 (measured) and 0.12 (computed from the two ratios), over the 0.1 that issue 41 allows. Correct code lands
 under 100x (loops over queries or rows near 10x; the slowest correct submission of the outside bank
 near 60x), and there the curve falls by ``GENTLE_SLOPE`` of the points per unit of ln r: a ratio 35%
 off moves the points by 0.021 of the test's (0.084 of a 4-point test). Beyond 100x it falls faster, to
