@@ -123,6 +123,8 @@ def test_the_watcher_grades_what_is_pending_with_the_workers_it_then_keeps(tmp_p
 
     monkeypatch.setattr(watch, "start_workers", start_workers)
     monkeypatch.setattr(watch, "start_fork_server", lambda: None)
+    waited = []
+    monkeypatch.setattr(watch, "wait_until_ready", waited.append)
     monkeypatch.setattr(watch, "stop_workers", lambda pool: stopped.append(pool))
     monkeypatch.setattr(runner, "start_workers", refuse)
     monkeypatch.setattr(runner, "stop_workers", refuse)
@@ -131,5 +133,7 @@ def test_the_watcher_grades_what_is_pending_with_the_workers_it_then_keeps(tmp_p
                               should_stop=lambda: True, out=open(tmp_path / "watch.log", "w"))
     assert started == [2], f"the watcher started workers {len(started)} time(s): {started}"
     assert used == [(warm, True)], f"the batch run graded with {used}, not the watcher's warm pool (kept)"
+    assert waited == [warm], "the watcher did not wait for its workers before it said it was watching"
+    assert "Watching" in (tmp_path / "watch.log").read_text()
     assert stopped == [warm], "the watcher did not stop its pool when it stopped"
     assert code == 1, "a submission the grader could not grade makes the exit status 1"

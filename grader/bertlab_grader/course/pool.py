@@ -173,6 +173,42 @@ def start_workers(n: int, settings: CourseSettings, timings: Path | None = None)
     return [_Worker(ctx, settings, slot, gate, where) for slot in range(n)]
 
 
+STARTED = ("ready", "fatal")  # what a worker says once, when its start-up and preflight are over
+
+
+def started(w: _Worker, kind: str, payload) -> None:
+    """Take a worker's start-up message: ready for jobs, or RunStopped (it could not start, or the
+    reference lost points in its sandbox: no student may be graded)."""
+    if kind == "fatal":
+        raise RunStopped(f"a grader worker could not start: {payload}")
+    if payload is not None:
+        from bertlab_grader.grading.preflight import explain
+
+        raise RunStopped(explain(payload))
+    w.ready = True
+
+
+def wait_until_ready(pool: list[_Worker]) -> None:
+    """Wait until every worker of ``pool`` has started and passed its preflight (seconds to tens of
+    seconds after ``start_workers``). `bertlab grade --watch` says it is watching only then, so that
+    the first hand-in is graded by warm workers instead of waiting through their start-up. Raises
+    RunStopped when a worker cannot start, fails its preflight, or dies while starting; the caller
+    stops the pool."""
+    while not all(w.ready for w in pool):
+        waiting = [w for w in pool if not w.ready]
+        ready = wait([w.conn for w in waiting] + [w.process.sentinel for w in waiting])
+        for w in waiting:
+            if w.conn in ready and w.conn.poll():
+                try:
+                    kind, payload = w.conn.recv()
+                except (EOFError, OSError):
+                    kind, payload = "fatal", f"it died while starting (exit code {w.process.exitcode})"
+                started(w, kind, payload)
+            elif w.process.sentinel in ready:
+                w.process.join(1)
+                raise RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
+
+
 def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
     """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
     workers of ``pool`` finish; a worker that dies is replaced and its job tried once more.
@@ -197,14 +233,8 @@ def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
                     except (EOFError, OSError):
                         died = True
                     else:
-                        if kind == "fatal":
-                            raise RunStopped(f"a grader worker could not start: {payload}")
-                        if kind == "ready":
-                            if payload is not None:
-                                from bertlab_grader.grading.preflight import explain
-
-                                raise RunStopped(explain(payload))
-                            w.ready = True
+                        if kind in STARTED:
+                            started(w, kind, payload)
                         else:
                             outcome = schedule.finished(w.job, kind, payload)
                             w.job = None

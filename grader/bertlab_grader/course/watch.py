@@ -30,7 +30,7 @@ from bertlab_grader.course import results as course_results, submissions as cour
 from bertlab_grader.course.config import CourseError
 from bertlab_grader.course.preconditions import check_course_for_grading
 from bertlab_grader.course.pool import (check_sandbox, pool_results, default_workers, start_fork_server,
-                                         start_workers, stop_workers)
+                                         start_workers, stop_workers, wait_until_ready)
 from bertlab_grader.course.runner import RunOptions, record_result, run_course
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.summary import RunSummary
@@ -123,9 +123,14 @@ def watch_course(settings: CourseSettings, options: RunOptions = RunOptions(), *
     # Every folder counts as arrived at the first look: one that came in after the batch run scanned
     # (while the workers started) is graded; the others are skipped below, their digest unchanged.
     arrivals.look(hand_ins(course), time.monotonic())
-    print(f"\nWatching {course}/submitted/ for new or changed hand-ins of {assignment} (Ctrl-C stops; a hand-in "
-          f"is graded once its folder has not changed for {settle_s:g} s).", file=out, flush=True)
     try:
+        if first.stopped:  # (it said why): a preflight that failed, a worker that could not start
+            raise RunStopped("the batch run before the watch stopped (see above)")
+        # With nothing pending, the batch run never waited for the workers: wait for them here, so that
+        # "Watching" means what it says: a hand-in that arrives from now on meets warm workers.
+        wait_until_ready(pool)
+        print(f"\nWatching {course}/submitted/ for new or changed hand-ins of {assignment} (Ctrl-C stops; a "
+              f"hand-in is graded once its folder has not changed for {settle_s:g} s).", file=out, flush=True)
         with course_gradebook.keep_gradebook_open(course, settings.gradebook_url), \
                 journal.ResultWriter(settings, between_timings=timing_gate.working) as writer:
             while not should_stop():
