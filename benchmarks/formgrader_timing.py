@@ -63,16 +63,18 @@ def build_review_course(course: Path, files: dict[str, dict[str, str]], results:
     submitted/, each student's result (``results``) recorded, which writes the graded notebook."""
     from bertlab_grader.course.config import init_course
     from bertlab_grader.course.gradebook import keep_gradebook_open, record_result
+    from bertlab_grader.course.settings import CourseSettings
 
-    init_course(course, ASSIGNMENT, max_points)
+    settings = CourseSettings(course, ASSIGNMENT)
+    init_course(settings, max_points)
     for student, sources in files.items():
         folder = course / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in sources.items():
             (folder / name).write_text(text, encoding="utf-8")
-    with keep_gradebook_open(course):
+    with keep_gradebook_open(settings):
         for student in files:
-            record_result(course, results[student])
+            record_result(settings, results[student])
 
 
 def _free_port() -> int:

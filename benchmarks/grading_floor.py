@@ -150,21 +150,23 @@ def watched_grader():
 def real(repeats: int, files: dict, student: str, course: Path) -> dict:
     """One submission through the real grader, stage by stage (medians over ``repeats``)."""
     from bertlab_grader.core.locations import KIT_ROOT as INSTALLED_KIT
-    from bertlab_grader.course import config as course_config, gradebook as course_gradebook
+    from bertlab_grader.course import gradebook as course_gradebook
+    from bertlab_grader.course.settings import CourseSettings
     from bertlab_grader.grading import scoring
     from bertlab_grader.sandbox.launcher import Sandbox
 
     rows = []
     with watched_grader() as (watch, by_task), contextlib.closing(Sandbox(kit_root=INSTALLED_KIT)) as sandbox:
         scoring.warm_up()
-        with course_gradebook.keep_gradebook_open(course, None):
+        settings = CourseSettings(course, "week7")
+        with course_gradebook.keep_gradebook_open(settings):
             for i in range(repeats + 1):
                 watch.reset()
                 by_task.clear()
                 start = time.perf_counter()
                 result = scoring.grade_sources(sandbox, dict(files), f"{student}{i}", "week7")
                 graded = time.perf_counter()
-                course_gradebook.record_result(course, result)
+                course_gradebook.record_result(settings, result)
                 end = time.perf_counter()
                 if i == 0:
                     continue  # the rehearsal: first-run costs are not counted
@@ -193,6 +195,7 @@ def main(argv=None) -> int:
     import torch
 
     from bertlab_grader.course import config as course_config, gradebook as course_gradebook
+    from bertlab_grader.course.settings import CourseSettings
     from bertlab_grader.core.locations import reference_sources
     from bertlab_grader.course.submissions import read_submission_sources
     from bertlab_grader.grading.scoring import max_points_by_task, warm_up
@@ -205,7 +208,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bertlab-floor-") as tmp:
         course = Path(tmp) / "course"
         (course / "submitted").mkdir(parents=True)
-        course_config.init_course(course, "week7", max_points=max_points_by_task())
+        course_config.init_course(CourseSettings(course, "week7"), max_points=max_points_by_task())
         figures["solutions"] = real(args.repeats, reference_sources(), "s", course)
         figures["mutant"] = real(args.repeats, read_submission_sources(mutant.path), "m", course)
     _print(figures, args.repeats)

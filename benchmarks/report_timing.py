@@ -109,18 +109,19 @@ def build_course(course: Path, n: int, *, seed: int = 0, layout=None, not_graded
     (loose / "cka.py").write_text("# handed in without the week7/ folder\n", encoding="utf-8")
 
     max_points = {task: sum(p for _, p in entries) for task, entries in layout.items()}
-    init_course(course, ASSIGNMENT, max_points)
+    settings = CourseSettings(course, ASSIGNMENT)
+    init_course(settings, max_points)
     results = {}
-    with keep_gradebook_open(course):
+    with keep_gradebook_open(settings):
         for student in graded:
             results[student] = synthetic_result(student, layout, rng)
-            record_result(course, results[student])
+            record_result(settings, results[student])
         for student, why in (refused or {}).items():
             (course / "submitted" / student).mkdir(parents=True, exist_ok=True)
             (course / "submitted" / student / f"{ASSIGNMENT}.zip").write_bytes(b"not a zip")
             results[student] = error_result(student, ASSIGNMENT, why, max_points)
-            record_result(course, results[student])
-    export_grades(course)
+            record_result(settings, results[student])
+    export_grades(settings)
 
     causes = {s: f"the sandbox could not start: bwrap: synthetic failure #{i}\n(second line of the cause)"
               for i, s in enumerate(failed)}

@@ -52,16 +52,16 @@ def _grades(course, student: str) -> dict:
 @pytest.fixture
 def course(tmp_path):
     course = tmp_path / "course"
-    init_course(course, ASSIGNMENT, POINTS)
+    init_course(CourseSettings(course, ASSIGNMENT), POINTS)
     return course
 
 
 def test_the_same_files_graded_again_keep_the_adjustment(course):
     heard = []
-    record_result(course, _result("ann", DIGEST_A), on_adjustment=heard.append)
+    record_result(CourseSettings(course, ASSIGNMENT), _result("ann", DIGEST_A), on_adjustment=heard.append)
     assert heard == []  # nothing adjusted yet
     _adjust(course, "ann", manual=5.5, extra=1.0)
-    record_result(course, _result("ann", DIGEST_A, pooling=2.0), on_adjustment=heard.append)  # --regrade
+    record_result(CourseSettings(course, ASSIGNMENT), _result("ann", DIGEST_A, pooling=2.0), on_adjustment=heard.append)  # --regrade
     grades = _grades(course, "ann")
     assert grades["pooling"][:4] == (2.0, 5.5, None, True) and grades["pooling"][4] == 5.5
     assert grades["cka"][2] == 1.0 and grades["cka"][4] == 5.0
@@ -73,9 +73,9 @@ def test_the_same_files_graded_again_keep_the_adjustment(course):
 
 def test_changed_files_set_the_adjustment_aside_and_remember_it(course):
     heard = []
-    record_result(course, _result("bo", DIGEST_A))
+    record_result(CourseSettings(course, ASSIGNMENT), _result("bo", DIGEST_A))
     _adjust(course, "bo", manual=6.0, extra=0.5)
-    record_result(course, _result("bo", DIGEST_B, pooling=1.0), on_adjustment=heard.append)  # handed in again
+    record_result(CourseSettings(course, ASSIGNMENT), _result("bo", DIGEST_B, pooling=1.0), on_adjustment=heard.append)  # handed in again
     grades = _grades(course, "bo")
     assert grades["pooling"] == (1.0, None, None, False, 1.0), "the new code's own score stands"
     assert grades["cka"] == (4.0, None, None, False, 4.0)
@@ -93,9 +93,9 @@ def test_changed_files_set_the_adjustment_aside_and_remember_it(course):
 
 def test_without_a_digest_to_compare_nothing_is_set_aside_on_a_guess(course):
     heard = []
-    record_result(course, _result("cy", None))
+    record_result(CourseSettings(course, ASSIGNMENT), _result("cy", None))
     _adjust(course, "cy", manual=4.0)
-    record_result(course, _result("cy", DIGEST_B), on_adjustment=heard.append)
+    record_result(CourseSettings(course, ASSIGNMENT), _result("cy", DIGEST_B), on_adjustment=heard.append)
     assert _grades(course, "cy")["pooling"][1] == 4.0
     assert [a.action for a in heard] == [KEPT]
 
@@ -107,7 +107,7 @@ def test_a_batch_sets_aside_and_keeps_each_students_adjustment_and_a_replay_lose
     from bertlab_grader.course import gradebook, journal
 
     for student in ("ann", "bo"):
-        record_result(course, _result(student, DIGEST_A))
+        record_result(CourseSettings(course, ASSIGNMENT), _result(student, DIGEST_A))
         _adjust(course, student, manual=5.0)
     heard = []
     real_write = gradebook.atomic_write_text

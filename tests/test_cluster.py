@@ -147,9 +147,9 @@ def test_a_worker_killed_mid_submission_costs_nothing_and_nothing_is_recorded_tw
     recorded: list[str] = []
     real_record = gradebook.record_results
 
-    def counting(course_dir, entries, db_url=None, **kwargs):  # the run's writer records in batches through it
+    def counting(settings, entries, **kwargs):  # the run's writer records in batches through it
         recorded.extend(e["result"]["student"] for e in entries)
-        return real_record(course_dir, entries, db_url, **kwargs)
+        return real_record(settings, entries, **kwargs)
 
     monkeypatch.setattr(gradebook, "record_results", counting)
     killed: dict = {}

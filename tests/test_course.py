@@ -145,13 +145,14 @@ def course(tmp_path_factory):
     hidden.mkdir()
     (hidden / "test_hidden_cka.py").write_text(HIDDEN_TEST_SOURCE)
     course = base / "course"
+    settings = CourseSettings(course, ASSIGNMENT)
 
-    init_course(course, ASSIGNMENT, MAX_POINTS)
+    init_course(settings, MAX_POINTS)
     source_nb = course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     release_nb = course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     before = (source_nb.stat().st_mtime_ns, release_nb.stat().st_mtime_ns,
               (course / "nbgrader_config.py").read_text())
-    init_course(course, ASSIGNMENT, MAX_POINTS)  # a second call changes nothing
+    init_course(settings, MAX_POINTS)  # a second call changes nothing
     after = (source_nb.stat().st_mtime_ns, release_nb.stat().st_mtime_ns,
              (course / "nbgrader_config.py").read_text())
 
@@ -167,18 +168,18 @@ def course(tmp_path_factory):
                {"cka.py": b"x = 1\n", "../evil.py": b"import os\n"})
 
     found = list_submissions(course, ASSIGNMENT)
-    max_points = course_max_points(course, ASSIGNMENT)
+    max_points = course_max_points(settings)
     results = {"alice": alice_first(), "bob": bob_result()}
     for sub in found:
         if sub.error:
-            record_result(course, error_result(sub.student, ASSIGNMENT, sub.error, max_points))
+            record_result(settings, error_result(sub.student, ASSIGNMENT, sub.error, max_points))
         else:
-            record_result(course, results[sub.student])
-    record_result(course, alice_second())  # re-grade: replaces, never adds
+            record_result(settings, results[sub.student])
+    record_result(settings, alice_second())  # re-grade: replaces, never adds
 
-    csv_path = export_grades(course)
-    feedback_dir = generate_feedback(course, ASSIGNMENT)
-    return {"dir": course, "hidden": hidden, "submissions": found, "init_before": before,
+    csv_path = export_grades(settings)
+    feedback_dir = generate_feedback(settings)
+    return {"dir": course, "settings": settings, "hidden": hidden, "submissions": found, "init_before": before,
             "init_after": after, "csv": csv_path, "feedback": feedback_dir}
 
 
@@ -203,7 +204,7 @@ def test_source_notebook_has_one_grade_cell_per_task(course):
     assert all(m["grade"] and not m["solution"] for m in meta)
     assert [m["points"] for m in meta] == list(MAX_POINTS.values())
     assert nb.cells[0].cell_type == "markdown"
-    assert course_max_points(course["dir"], ASSIGNMENT) == MAX_POINTS
+    assert course_max_points(course["settings"]) == MAX_POINTS
 
 
 def test_submissions_listed(course):
@@ -297,14 +298,19 @@ def test_non_default_sqlite_url_is_honoured(tmp_path):
     db = tmp_path / "elsewhere" / "grades-store.sqlite"
     db.parent.mkdir()
     url = f"sqlite:///{db}"
-    init_course(course, ASSIGNMENT, {"cka": 4.0, "pooling": 6.0}, db_url=url)
-    init_course(course, ASSIGNMENT, {"cka": 4.0, "pooling": 6.0})  # None keeps the configured URL
-    assert course_db_url(course) == url
+    init_course(CourseSettings(course, ASSIGNMENT, url), {"cka": 4.0, "pooling": 6.0})
+    settings = CourseSettings(course, ASSIGNMENT)  # no URL given: the configured one
+    init_course(settings, {"cka": 4.0, "pooling": 6.0})  # keeps it
+    assert course_db_url(course) == settings.gradebook_url == url
     assert db.is_file() and not (course / "gradebook.db").exists()
-    record_result(course, _result("dana", [_test("t_cka", "cka", "passed", 4.0, 4.0),
-                                           _test("t_pool", "pooling", "failed", 1.5, 6.0, "close")]))
-    rows = _csv_rows(export_grades(course))  # nbgrader itself, reading nbgrader_config.py
+    record_result(settings, _result("dana", [_test("t_cka", "cka", "passed", 4.0, 4.0),
+                                             _test("t_pool", "pooling", "failed", 1.5, 6.0, "close")]))
+    rows = _csv_rows(export_grades(settings))
     assert [(r["student_id"], float(r["score"]), float(r["max_score"])) for r in rows] == [("dana", 5.5, 10.0)]
+    # nbgrader itself, run in the course as an instructor would, reads the same gradebook from its config
+    subprocess.run([sys.executable, "-m", "nbgrader", "export", "--to=by-hand.csv"], cwd=course, check=True,
+                   capture_output=True, env=nbgrader_environment())
+    assert _csv_rows(course / "by-hand.csv") == rows
     assert not (course / "gradebook.db").exists()
 
 
@@ -328,13 +334,14 @@ def test_external_database_url(tmp_path, postgres_url):
     url = postgres_url
     course = tmp_path / "course"
     assignment = student = f"ext{os.getpid()}x{tmp_path.name[-8:].replace('_', '')}"  # fresh in a shared DB
-    init_course(course, assignment, {"cka": 4.0}, db_url=url)
+    settings = CourseSettings(course, assignment, url)
+    init_course(settings, {"cka": 4.0})
     first = {**_result(student, [_test("t_cka", "cka", "passed", 3.0, 4.0)]), "assignment": assignment}
-    record_result(course, first)
-    record_result(course, {**first, "score": 4.0, "tests": [_test("t_cka", "cka", "passed", 4.0, 4.0)]})
-    rows = [r for r in _csv_rows(export_grades(course)) if r["assignment"] == assignment and r["student_id"] == student]
+    record_result(settings, first)
+    record_result(settings, {**first, "score": 4.0, "tests": [_test("t_cka", "cka", "passed", 4.0, 4.0)]})
+    rows = [r for r in _csv_rows(export_grades(settings)) if r["assignment"] == assignment and r["student_id"] == student]
     assert [float(r["score"]) for r in rows] == [4.0]
-    generate_feedback(course, assignment)
+    generate_feedback(settings)
     assert (course / "feedback" / student / assignment / f"{assignment}.html").is_file()
 
 
@@ -342,20 +349,20 @@ def test_record_result_rejects_malformed_results(course, tmp_path):
     bad = alice_second()
     bad["tests"][0]["outcome"] = "skipped"
     with pytest.raises(ValueError, match="outcome"):
-        record_result(course["dir"], bad)
+        record_result(course["settings"], bad)
     bad = alice_second()
     bad["tests"][0]["points"] = 7.0  # more than its max_points
     with pytest.raises(ValueError, match="max_points"):
-        record_result(course["dir"], bad)
+        record_result(course["settings"], bad)
     assert validate_result({**alice_second(), "score": 99})["score"] == alice_second()["score"]
     bad = alice_second()
     bad["student"] = "../mallory"
     with pytest.raises(ValueError, match="student"):
         write_results_json(course["dir"], bad)
     with pytest.raises(CourseError, match="init_course"):
-        record_result(course["dir"], {**alice_second(), "assignment": "week8"})
+        record_result(course["settings"], {**alice_second(), "assignment": "week8"})
     with pytest.raises(ValueError, match="max_points"):
-        init_course(tmp_path / "c", ASSIGNMENT)
+        init_course(CourseSettings(tmp_path / "c", ASSIGNMENT))
 
 
 def test_error_result_is_valid_zero_score():
@@ -493,15 +500,16 @@ def test_cohort_export_and_feedback_split_over_processes(tmp_path):
     exactly one feedback page with their own score."""
     course = tmp_path / "cohort"
     (course / "submitted").mkdir(parents=True)
-    init_course(course, ASSIGNMENT, max_points=MAX_POINTS)
+    settings = CourseSettings(course, ASSIGNMENT)
+    init_course(settings, max_points=MAX_POINTS)
     students = [f"s{i:02d}" for i in range(50)]
-    with keep_gradebook_open(course):
+    with keep_gradebook_open(settings):
         for i, student in enumerate(students):
             result = error_result(student, ASSIGNMENT, "set-up", MAX_POINTS)
             result["tests"][0].update(outcome="passed", points=float(i % 7), message="")
             result["score"] = float(i % 7)
-            record_result(course, result)
-    grades, feedback = export_and_feedback(CourseSettings(course, ASSIGNMENT), students=students, processes=2)
+            record_result(settings, result)
+    grades, feedback = export_and_feedback(settings, students=students, processes=2)
     with open(grades, newline="") as handle:
         rows = {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
     assert rows == {s: float(i % 7) for i, s in enumerate(students)}
@@ -535,8 +543,9 @@ def test_nbgrader_main_takes_an_argument_longer_than_a_command_line_allows(tmp_p
 
     course = tmp_path / "course"
     (course / "submitted").mkdir(parents=True)
-    init_course(course, ASSIGNMENT, max_points=MAX_POINTS)
-    record_result(course, error_result("ann", ASSIGNMENT, "set-up", MAX_POINTS))
+    settings = CourseSettings(course, ASSIGNMENT)
+    init_course(settings, max_points=MAX_POINTS)
+    record_result(settings, error_result("ann", ASSIGNMENT, "set-up", MAX_POINTS))
     others = ",".join(f"student-{i:06d}" for i in range(10000))
     long_argument = f"--CourseDirectory.student_id_exclude={others}"
     assert len(long_argument) > 128 * 1024

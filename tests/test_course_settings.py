@@ -34,7 +34,7 @@ def test_without_a_url_the_course_config_decides(tmp_path):
     """No --db-url: the URL the course's nbgrader_config.py holds (written by an earlier run)."""
     course = tmp_path / "course"
     (tmp_path / "books").mkdir()
-    init_course(course, "week7", max_points=max_points_by_task(), db_url=f"sqlite:///{tmp_path}/books/gb.db")
+    init_course(CourseSettings(course, "week7", f"sqlite:///{tmp_path}/books/gb.db"), max_points=max_points_by_task())
     settings = CourseSettings(course, "week7")
     assert settings.db_url is None
     assert settings.gradebook_url == f"sqlite:///{tmp_path}/books/gb.db"
@@ -56,6 +56,28 @@ def test_the_course_room_takes_the_settings_not_their_parts():
                     threaded.append(f"{name}:{node.lineno} {node.name}({', '.join(sorted(names & SETTINGS_PARTS))})")
     assert not threaded, "these take the course's settings one by one; take `settings: CourseSettings`:\n" + \
         "\n".join(threaded)
+
+
+# The modules that open the gradebook or run nbgrader on it, and the two functions there that work a
+# URL out (``course_db_url``, for CourseSettings.gradebook_url) or tidy one (``normalise_db_url``).
+GRADEBOOK_MODULES = ("course/config.py", "course/gradebook.py", "course/results.py", "course/preconditions.py")
+URL_MAKERS = {"course_db_url", "normalise_db_url"}
+
+
+def test_no_gradebook_function_takes_a_url_of_its_own():
+    """Which URL to pass is never the caller's question: a public function that touches the gradebook
+    takes the course's settings and uses ``settings.gradebook_url`` (``init_course`` alone reads
+    ``settings.db_url``, the URL as given, because it writes that one into the config)."""
+    taking = []
+    for name in GRADEBOOK_MODULES:
+        tree = ast.parse((GRADER_PACKAGE / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_") \
+                    and node.name not in URL_MAKERS:
+                args = node.args
+                if "db_url" in {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}:
+                    taking.append(f"{name}:{node.lineno} {node.name}")
+    assert not taking, "these take a gradebook URL; take `settings: CourseSettings` instead:\n" + "\n".join(taking)
 
 
 def test_a_worker_gets_what_the_main_process_worked_out(tmp_path, monkeypatch):
@@ -87,7 +109,7 @@ def test_the_run_reads_the_course_config_once(tmp_path, monkeypatch):
 
     course = tmp_path / "course"
     (tmp_path / "books").mkdir()
-    init_course(course, "week7", max_points=max_points_by_task(), db_url=f"sqlite:///{tmp_path}/books/gb.db")
+    init_course(CourseSettings(course, "week7", f"sqlite:///{tmp_path}/books/gb.db"), max_points=max_points_by_task())
     settings = CourseSettings(course, "week7")
     assert settings.gradebook_url == f"sqlite:///{tmp_path}/books/gb.db"  # (the one read)
 

@@ -22,6 +22,7 @@ from bertlab_grader.course.results import course_max_points
 from bertlab_grader.course.gradebook import record_result
 from bertlab_grader.export.lms import number
 from bertlab_grader.course.submissions import scan_submitted, submission_digest
+from bertlab_grader.course.settings import CourseSettings
 
 ASSIGNMENT = "week7"
 # A made-up course over the kit's tasks; a task a course removed (bertlab remove-task) is left out.
@@ -70,11 +71,11 @@ def course(tmp_path_factory):
     from nbgrader.api import Gradebook
 
     course = tmp_path_factory.mktemp("export") / "course"
-    init_course(course, ASSIGNMENT, MAX_POINTS)
+    init_course(CourseSettings(course, ASSIGNMENT), MAX_POINTS)
     for student in POINTS:
         _hand_in(course, student)
     for submission in scan_submitted(course, ASSIGNMENT)[0]:  # as `bertlab grade` sees them
-        record_result(course, _result(submission.student, submission_digest(submission)))
+        record_result(CourseSettings(course, ASSIGNMENT), _result(submission.student, submission_digest(submission)))
     _hand_in(course, "erin")  # never graded
     (course / "submitted" / "carol" / ASSIGNMENT / "cka.py").write_text("# carol's new cka.py\n")  # stale now
     with Gradebook(course_db_url(course)) as gb:  # what an instructor does in nbgrader's formgrader
@@ -93,7 +94,7 @@ def gradebook(course):
         scores = {s: (gb.find_submission(ASSIGNMENT, s).score,
                       {t: gb.find_grade(t, ASSIGNMENT, ASSIGNMENT, s).score for t in MAX_POINTS})
                   for s in POINTS}
-    return {"scores": scores, "max": sum(course_max_points(course, ASSIGNMENT).values())}
+    return {"scores": scores, "max": sum(course_max_points(CourseSettings(course, ASSIGNMENT)).values())}
 
 
 def _export(capsys, *argv) -> tuple[int, str, str]:
@@ -185,7 +186,7 @@ def test_moodle_export(course, gradebook, tmp_path, capsys):
     assert written[0] == ["ID number", ASSIGNMENT, f"{ASSIGNMENT} feedback"]
     # only students with a current grade: an empty grade would erase one Moodle holds
     assert [row[0] for row in written[1:]] == ["alice", "bob"]
-    maxima = course_max_points(course, ASSIGNMENT)
+    maxima = course_max_points(CourseSettings(course, ASSIGNMENT))
     for student, grade, feedback in written[1:]:
         total, tasks = gradebook["scores"][student]
         assert float(grade) == pytest.approx(total)

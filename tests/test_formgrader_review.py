@@ -138,8 +138,9 @@ def test_screenshot_of_the_review(review):
 
 def test_feedback_html_shows_the_same_code(review):
     from bertlab_grader.course.gradebook import generate_feedback
+    from bertlab_grader.course.settings import CourseSettings
 
-    feedback = generate_feedback(review["course"], ASSIGNMENT, student="amy")
+    feedback = generate_feedback(CourseSettings(review["course"], ASSIGNMENT), student="amy")
     page = (feedback / "amy" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert AMY_LINE.strip() in text and review["message"] in text

@@ -31,6 +31,7 @@ from bertlab_grader.core.locations import REFERENCE_DIR
 from bertlab_grader.course.config import init_course
 from bertlab_grader.grading.scoring import max_points_by_task
 from bertlab_grader.mutants.bank import load_bank
+from bertlab_grader.course.settings import CourseSettings
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +71,7 @@ def graded(tmp_path_factory):
     exchange, course = base / "exchange", base / "course"
     exchange.mkdir()
     exchange.chmod(0o777)
-    init_course(course, ASSIGNMENT, max_points=max_points_by_task())
+    init_course(CourseSettings(course, ASSIGNMENT), max_points=max_points_by_task())
     with open(course / "nbgrader_config.py", "a", encoding="utf-8") as config:
         config.write("\n" + nbgrader_config("bl101", exchange).replace("c = get_config()\n", ""))
     nbgrader("release_assignment", ASSIGNMENT, cwd=course, env=env)

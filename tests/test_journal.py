@@ -83,7 +83,7 @@ def _course(tmp_path: Path, students: list[str], db_url: str | None) -> Path:
         folder.mkdir(parents=True)
         for name, text in STUBS.items():
             (folder / name).write_text(text + f"\n# {student}\n")
-    init_course(course, ASSIGNMENT, max_points=_max_points(), db_url=db_url)
+    init_course(CourseSettings(course, ASSIGNMENT, db_url), max_points=_max_points())
     return course
 
 
@@ -160,8 +160,9 @@ def write(path, text, **options):
             os.kill(os.getpid(), signal.SIGKILL)
 
 gradebook._record_in_gradebook, gradebook.atomic_write_text = record_in_gradebook, write
-with gradebook.keep_gradebook_open(course, db_url):
-    with journal.ResultWriter(CourseSettings(course, "week7", db_url), batch_size=batch, max_wait_s=1e9) as writer:
+settings = CourseSettings(course, "week7", db_url)
+with gradebook.keep_gradebook_open(settings):
+    with journal.ResultWriter(settings, batch_size=batch, max_wait_s=1e9) as writer:
         for result in results:
             writer.record(result)
             print(result["student"], flush=True)
@@ -261,9 +262,9 @@ def test_the_writer_records_in_batches_and_removes_its_journal(tmp_path, monkeyp
     batches, recorded = [], []
     real = gradebook.record_results
 
-    def counting(course_dir, entries, db_url=None, **kwargs):
+    def counting(settings, entries, **kwargs):
         batches.append([e["result"]["student"] for e in entries])
-        return real(course_dir, entries, db_url, **kwargs)
+        return real(settings, entries, **kwargs)
 
     monkeypatch.setattr(gradebook, "record_results", counting)
     with journal.ResultWriter(CourseSettings(course, ASSIGNMENT), batch_size=2, max_wait_s=1e9) as writer:
@@ -309,7 +310,7 @@ def test_a_live_writers_journal_is_not_replayed(tmp_path):
 def test_replay_leaves_out_a_cut_short_last_line_and_what_results_json_already_holds(tmp_path, monkeypatch):
     course = _course(tmp_path, ["ann", "bo", "cy"], None)
     ann, bo = _result(course, "ann", 1), _result(course, "bo", 2)
-    gradebook.record_result(course, ann)  # recorded completely before the kill
+    gradebook.record_result(CourseSettings(course, ASSIGNMENT), ann)  # recorded completely before the kill
     path = course / ".bertlab" / f"recording-{ASSIGNMENT}-{time.time_ns():020d}-1.jsonl"
     lines = [json.dumps({"format": journal.FORMAT, "result": r, "timestamp": None}) for r in (ann, bo)]
     cut = json.dumps({"format": journal.FORMAT, "result": _result(course, "cy", 3), "timestamp": None})

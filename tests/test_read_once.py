@@ -108,8 +108,8 @@ def test_a_replayed_journal_shows_the_files_it_graded(tmp_path):
     next run's replay writes the graded notebook from them, not from what the folder holds by then."""
     course = tmp_path / "course"
     _hand_in(course, "s1", LATER)  # (the folder changed after the killed run graded FIRST)
-    init_course(course, ASSIGNMENT, max_points=max_points_by_task())
     settings = CourseSettings(course, ASSIGNMENT)
+    init_course(settings, max_points=max_points_by_task())
     result = error_result("s1", ASSIGNMENT, "graded", max_points_by_task())
     result["submission_digest"] = _digest(FIRST)
     left = journal.Journal(settings)

@@ -51,7 +51,7 @@ def _check_course(settings: CourseSettings) -> tuple[str, str]:
 def _check_gradebook(settings: CourseSettings) -> tuple[str, str]:
     from bertlab_grader.course.config import check_gradebook
 
-    url = check_gradebook(settings.root, settings.db_url)
+    url = check_gradebook(settings)
     return OK, f"writable: {url}"
 
 

@@ -1,5 +1,9 @@
 """The course's configuration and set-up: names, the gradebook's URL, nbgrader_config.py, the
 source and release notebooks (``init_course``), the course lock.
+
+``course_db_url`` is where a gradebook URL is worked out, and ``CourseSettings.gradebook_url``
+(course/settings.py) is the one caller: every other function here takes the ``CourseSettings`` of the
+course (named in quotes, not imported: settings.py imports this module).
 """
 
 from __future__ import annotations
@@ -174,12 +178,12 @@ def _sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-def gradebook_assignments(course_dir: str | os.PathLike, db_url: str | None = None) -> set[str]:
-    """The assignment names the course's gradebook holds, read without creating or migrating it
-    (an absent SQLite file holds none)."""
+def gradebook_assignments(settings: "CourseSettings") -> set[str]:
+    """The assignment names the course's gradebook (``settings.gradebook_url``) holds, read without
+    creating or migrating it (an absent SQLite file holds none)."""
     import sqlalchemy as sa
 
-    url = course_db_url(course_dir, db_url)
+    url = settings.gradebook_url
     path = _sqlite_path(url)
     if path is not None and not path.is_file():
         return set()
@@ -193,21 +197,21 @@ def gradebook_assignments(course_dir: str | os.PathLike, db_url: str | None = No
         engine.dispose()
 
 
-def known_assignments(course_dir: str | os.PathLike, db_url: str | None = None) -> set[str]:
+def known_assignments(settings: "CourseSettings") -> set[str]:
     """Every assignment the course knows of: in its gradebook, in ``source/``, or handed in under
     ``submitted/``. Reads only."""
-    course_dir = Path(course_dir)
+    course_dir = settings.root
     names = set(submitted_assignments(course_dir))
     source = course_dir / "source"
     if source.is_dir():
         names.update(p.name for p in source.iterdir() if p.is_dir() and not p.name.startswith("."))
     with contextlib.suppress(Exception):  # an unreadable gradebook is reported by check_gradebook
-        names.update(gradebook_assignments(course_dir, db_url))
+        names.update(gradebook_assignments(settings))
     return names
 
 
-def check_gradebook(course_dir: str | os.PathLike, db_url: str | None = None) -> str:
-    """Make sure the gradebook can be opened and written, without changing it; returns its URL.
+def check_gradebook(settings: "CourseSettings") -> str:
+    """Make sure the course's gradebook can be opened and written, without changing it; returns its URL.
 
     Raises CourseError with one line that says what is wrong: an SQLite file (or its folder) that is
     missing or not writable, a server that does not answer, a URL that is not one.
@@ -215,7 +219,7 @@ def check_gradebook(course_dir: str | os.PathLike, db_url: str | None = None) ->
     import sqlalchemy as sa
 
     try:
-        url = course_db_url(course_dir, db_url)
+        url = settings.gradebook_url
     except Exception as exc:  # noqa: BLE001 - a broken nbgrader_config.py, say
         raise CourseError(f"cannot read the course's {CONFIG_FILE}: {type(exc).__name__}: {exc}") from None
     try:
@@ -341,27 +345,25 @@ def _generate_assignment(course_dir: Path, assignment: str, db_url: str | None) 
         raise CourseError(f"nbgrader generate_assignment {assignment} failed:\n{detail}")
 
 
-def init_course(course_dir: str | os.PathLike, assignment: str = "week7",
-                max_points: Mapping[str, float] | None = None, db_url: str | None = None) -> None:
-    """Make ``course_dir`` an nbgrader course holding ``assignment``; safe to call again.
+def init_course(settings: "CourseSettings", max_points: Mapping[str, float] | None = None) -> None:
+    """Make ``settings.root`` an nbgrader course holding ``settings.assignment``; safe to call again.
 
-    Writes the bertlab block of ``nbgrader_config.py`` (CourseDirectory.root, and ``db_url`` when given;
-    ``db_url=None`` keeps a URL set earlier, else nbgrader's default SQLite ``gradebook.db`` in the
-    course), the source notebook with one grade cell per task of ``max_points`` (task -> points), and runs
-    nbgrader's generate_assignment so the gradebook holds the assignment, notebook and cells exactly as
-    ``nbgrader generate_assignment`` would record them (a later run of that command finds nothing to
-    change). ``max_points`` is required.
+    Writes the bertlab block of ``nbgrader_config.py`` (CourseDirectory.root, and ``settings.db_url``,
+    the URL the command line gave, when there is one; None keeps a URL set earlier, else nbgrader's
+    default SQLite ``gradebook.db`` in the course), the source notebook with one grade cell per task
+    of ``max_points`` (task -> points), and runs nbgrader's generate_assignment so the gradebook holds
+    the assignment, notebook and cells exactly as ``nbgrader generate_assignment`` would record them (a
+    later run of that command finds nothing to change). ``max_points`` is required.
     """
-    course_dir = Path(course_dir).resolve()
+    course_dir, assignment = settings.root, settings.assignment
     check_name("assignment", assignment)
     points = check_max_points(max_points)
-    if db_url:
-        db_url = normalise_db_url(db_url)
+    db_url = normalise_db_url(settings.db_url) if settings.db_url else None
     ensure_python_on_path()  # the gradebook's migration runs `alembic` by name
     course_dir.mkdir(parents=True, exist_ok=True)
     with course_lock(course_dir):
         _write_config(course_dir, db_url)
-        url = course_db_url(course_dir)
+        url = settings.gradebook_url  # (the URL the config now holds: the given one, or the one it kept)
         import nbformat
 
         source = course_dir / "source" / assignment / f"{assignment}.ipynb"

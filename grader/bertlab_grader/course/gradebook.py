@@ -29,7 +29,7 @@ from bertlab_grader.course.nbgrader_main import ARGS_FILE
 from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.config import (
     CourseError, NbgraderCommandError, check_name, course_lock, normalise_db_url, ordered_tasks,
-    course_db_url, ensure_python_on_path, nbgrader_environment)
+    ensure_python_on_path, nbgrader_environment)
 from bertlab_grader.course.results import autograded_dir, checked_result, results_json_text
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import submitted_sources
@@ -49,11 +49,11 @@ def _submission_timestamp(course_dir: Path, student: str, assignment: str):
         return None, None
 
 
-_OPEN_GRADEBOOKS: dict[str, object] = {}  # db_url -> nbgrader Gradebook kept open by keep_gradebook_open
+_OPEN_GRADEBOOKS: dict[str, object] = {}  # gradebook URL -> nbgrader Gradebook kept open by keep_gradebook_open
 
 
 @contextlib.contextmanager
-def keep_gradebook_open(course_dir: str | os.PathLike, db_url: str | None = None):
+def keep_gradebook_open(settings: CourseSettings):
     """Within this block, ``record_result`` on this course reuses one gradebook connection.
 
     Opening nbgrader's Gradebook builds a new SQLAlchemy engine, so every statement is compiled again:
@@ -63,7 +63,7 @@ def keep_gradebook_open(course_dir: str | os.PathLike, db_url: str | None = None
     from nbgrader.api import Gradebook
 
     ensure_python_on_path()
-    url = course_db_url(Path(course_dir).resolve(), db_url)
+    url = settings.gradebook_url
     if url in _OPEN_GRADEBOOKS:
         yield
         return
@@ -77,18 +77,18 @@ def keep_gradebook_open(course_dir: str | os.PathLike, db_url: str | None = None
 
 
 @contextlib.contextmanager
-def _gradebook(db_url: str):
-    """The gradebook kept open for ``db_url``, or a new one closed on exit."""
-    if db_url in _OPEN_GRADEBOOKS:
-        yield _OPEN_GRADEBOOKS[db_url]
+def _gradebook(url: str):
+    """The gradebook kept open for ``url``, or a new one closed on exit."""
+    if url in _OPEN_GRADEBOOKS:
+        yield _OPEN_GRADEBOOKS[url]
         return
     from nbgrader.api import Gradebook
 
-    with Gradebook(db_url) as gb:
+    with Gradebook(url) as gb:
         yield gb
 
 
-def _record_in_gradebook(db_url: str, assignment: str, entries: list[dict], changed: list[bool],
+def _record_in_gradebook(url: str, assignment: str, entries: list[dict], changed: list[bool],
                          before_commit: Callable[[list], None]) -> tuple[dict[str, float], list]:
     """Upsert, in one transaction, each entry's student, submission, submitted notebook and one grade
     per task (the sum of that task's test points). Returns (task -> max points, per entry: what
@@ -107,7 +107,7 @@ def _record_in_gradebook(db_url: str, assignment: str, entries: list[dict], chan
     from sqlalchemy.orm import selectinload
 
     outcomes: list = [None] * len(entries)
-    with _gradebook(db_url) as gb, warnings.catch_warnings():
+    with _gradebook(url) as gb, warnings.catch_warnings():
         # SQLAlchemy warns about rows built before they are added to the session, as nbgrader's do
         warnings.simplefilter("ignore", SAWarning)
         db = gb.db
@@ -252,9 +252,10 @@ def checked_sources(sources) -> dict[str, str] | None:
     return dict(sources)
 
 
-def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: str | None = None, *,
+def record_results(settings: CourseSettings, entries: list[dict], *,
                    on_adjustment: Callable[[Adjustment], None] | None = None, sync: bool = True) -> list:
-    """Record many results (each a :func:`prepare_record` entry) at once; returns, per entry, its
+    """Record many results (each a :func:`prepare_record` entry, all of one assignment) in the course
+    of ``settings`` and its gradebook (``settings.gradebook_url``) at once; returns, per entry, its
     autograded folder or the exception that kept it out (a task the assignment does not grade, a file
     that could not be written). Raises when the gradebook cannot be written at all (nothing was).
 
@@ -266,14 +267,14 @@ def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: s
     notebook shows an entry's ``sources`` (the files graded), or, without them, what the course holds."""
     import nbformat
 
-    course_dir = Path(course_dir).resolve()
+    course_dir = settings.root
     if not entries:
         return []
     assignments = {e["result"]["assignment"] for e in entries}
     if len(assignments) != 1:
         raise CourseError(f"one batch records one assignment, not {sorted(assignments)}")
     assignment = assignments.pop()
-    url = course_db_url(course_dir, db_url)
+    url = settings.gradebook_url
     with course_lock(course_dir), _collector_paused():
         # The files each result replaces, as results.json says (a student twice in a batch: the first one).
         befores, changed, latest = [], [], {}
@@ -325,7 +326,7 @@ def record_results(course_dir: str | os.PathLike, entries: list[dict], db_url: s
     return written
 
 
-def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | None = None,
+def record_result(settings: CourseSettings, result: Mapping,
                   *, timestamp: datetime.datetime | str | None = None,
                   on_adjustment: Callable[[Adjustment], None] | None = None,
                   sources: Mapping[str, str] | None = None) -> Path:
@@ -345,8 +346,8 @@ def record_result(course_dir: str | os.PathLike, result: Mapping, db_url: str | 
     An instructor's manual score or extra credit is kept when the files are the same as those of the result
     replaced, and set aside when they changed (grader/bertlab_grader/course/adjustments.py); ``on_adjustment`` hears which.
     """
-    entry = prepare_record(course_dir, result, timestamp=timestamp, sources=sources)
-    [outcome] = record_results(course_dir, [entry], db_url, on_adjustment=on_adjustment, sync=True)
+    entry = prepare_record(settings.root, result, timestamp=timestamp, sources=sources)
+    [outcome] = record_results(settings, [entry], on_adjustment=on_adjustment, sync=True)
     if isinstance(outcome, Exception):
         raise outcome
     return outcome
@@ -374,27 +375,28 @@ def _run_nbgrader(course_dir: Path, args: list[str], timeout: float) -> subproce
     return proc
 
 
-def _db_args(db_url: str | None) -> list[str]:
-    return [f"--CourseDirectory.db_url={normalise_db_url(db_url)}"] if db_url else []
+def _db_args(url: str) -> list[str]:
+    """nbgrader's option for the gradebook a command must use (the course's, as ``CourseSettings``
+    worked it out: the command line's, else the config's, else nbgrader's default)."""
+    return [f"--CourseDirectory.db_url={normalise_db_url(url)}"]
 
 
-def export_grades(course_dir: str | os.PathLike, db_url: str | None = None, timeout: float = 600) -> Path:
+def export_grades(settings: CourseSettings, timeout: float = 600) -> Path:
     """Run ``nbgrader export`` in the course; return the path of ``grades.csv``."""
-    course_dir = Path(course_dir).resolve()
+    course_dir = settings.root
     dest = course_dir / "grades.csv"
-    _run_nbgrader(course_dir, ["export", f"--to={dest}", *_db_args(db_url)], timeout)
+    _run_nbgrader(course_dir, ["export", f"--to={dest}", *_db_args(settings.gradebook_url)], timeout)
     if not dest.is_file():
         raise CourseError(f"nbgrader export finished but wrote no {dest}")
     return dest
 
 
-def generate_feedback(course_dir: str | os.PathLike, assignment: str = "week7", db_url: str | None = None,
-                      student: str | None = None, timeout: float = 600) -> Path:
+def generate_feedback(settings: CourseSettings, student: str | None = None, timeout: float = 600) -> Path:
     """Run ``nbgrader generate_feedback ASSIGNMENT --force`` in the course (optionally for one student);
     return the ``feedback`` folder (``feedback/<student>/<assignment>/<assignment>.html``)."""
-    course_dir = Path(course_dir).resolve()
+    course_dir, assignment = settings.root, settings.assignment
     check_name("assignment", assignment)
-    args = ["generate_feedback", assignment, "--force", *_db_args(db_url)]
+    args = ["generate_feedback", assignment, "--force", *_db_args(settings.gradebook_url)]
     if student is not None:
         args.append(f"--student={check_name('student', student)}")
     _run_nbgrader(course_dir, args, timeout)
@@ -417,12 +419,12 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
     ``feedback_of``: render the feedback of that one student only (`bertlab grade --watch`, after each
     hand-in: the others' feedback has not changed); the export still lists everyone.
     """
-    course_dir, assignment, db_url = settings.root, settings.assignment, settings.gradebook_url
+    course_dir, assignment, url = settings.root, settings.assignment, settings.gradebook_url
     check_name("assignment", assignment)
     for student in students or ():
         check_name("student", student)
     dest = course_dir / "grades.csv"
-    commands = [["export", f"--to={dest}", *_db_args(db_url)]]
+    commands = [["export", f"--to={dest}", *_db_args(url)]]
     students = sorted(students or ())
     if feedback_of is not None:
         check_name("student", feedback_of)
@@ -435,7 +437,7 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
     lists = Path(tempfile.mkdtemp(prefix="feedback-parts-", dir=_bertlab_dir(course_dir)))
     launch = []
     for k in range(parts):
-        args = ["generate_feedback", assignment, "--force", *_db_args(db_url)]
+        args = ["generate_feedback", assignment, "--force", *_db_args(url)]
         if feedback_of is not None:
             args.append(f"--student={feedback_of}")
         prefix = []

@@ -249,7 +249,7 @@ def replay(settings: CourseSettings, on_adjustment: Callable | None = None) -> l
         recorded = []
         if todo:
             try:
-                outcomes = course_gradebook.record_results(course, todo, settings.gradebook_url, on_adjustment=on_adjustment,
+                outcomes = course_gradebook.record_results(settings, todo, on_adjustment=on_adjustment,
                                                            sync=False)
             except Exception as exc:  # noqa: BLE001 - the gradebook or the disk
                 names = ", ".join(str(p) for p, _ in orphans)
@@ -338,7 +338,7 @@ class ResultWriter:
             self._journal.wait_synced()  # nothing reaches the gradebook that the journal could lose
             with self.between_timings():
                 outcomes = course_gradebook.record_results(
-                    self.settings.root, [entry for entry, _, _ in batch], self.settings.gradebook_url,
+                    self.settings, [entry for entry, _, _ in batch],
                     on_adjustment=self.on_adjustment, sync=False)
         except Exception as exc:  # noqa: BLE001 - the gradebook or the disk: the journal keeps them
             outcomes = [exc] * len(batch)

@@ -42,23 +42,25 @@ def require_submissions(course: Path, assignment: str, purpose: str = "to grade"
                          f"{submitted}/<student>/{assignment}/.")
 
 
-def require_known_assignment(course: Path, assignment: str, db_url: str | None) -> None:
-    """The course knows ``assignment`` (its source notebook or its gradebook), and the gradebook opens."""
-    known = known_assignments(course, db_url)
+def require_known_assignment(settings: CourseSettings) -> None:
+    """The course knows its assignment (the source notebook or the gradebook), and the gradebook opens."""
+    assignment = settings.assignment
+    known = known_assignments(settings)
     if assignment not in known:
         listed = ", ".join(sorted(known)) if known else "none"
         raise UsageError(f"unknown assignment {assignment!r}: this course knows {listed}. "
                          "Pass one of them with --assignment (nothing was changed).")
     try:
-        check_gradebook(course, db_url)
+        check_gradebook(settings)
     except CourseError as exc:
         raise UsageError(str(exc)) from None
 
 
-def require_graded_assignment(course: Path, assignment: str, db_url: str | None) -> None:
-    """The gradebook can be read and holds ``assignment`` (something was graded there)."""
+def require_graded_assignment(settings: CourseSettings) -> None:
+    """The gradebook can be read and holds the assignment (something was graded there)."""
+    course, assignment = settings.root, settings.assignment
     try:
-        known = gradebook_assignments(course, db_url)
+        known = gradebook_assignments(settings)
     except Exception as exc:  # noqa: BLE001 - a broken config or an unreachable server: one line
         raise UsageError(f"cannot read the gradebook of {course}: {type(exc).__name__}: {exc}") from None
     if assignment not in known:
@@ -74,4 +76,4 @@ def check_course_for_grading(settings: CourseSettings, empty_ok: bool = False) -
     assignment, a gradebook that opens."""
     require_course_folder(settings.root, settings.assignment)
     require_submissions(settings.root, settings.assignment, empty_ok=empty_ok)
-    require_known_assignment(settings.root, settings.assignment, settings.db_url)
+    require_known_assignment(settings)

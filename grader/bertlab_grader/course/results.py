@@ -15,7 +15,8 @@ from bertlab.fileio import atomic_write_text
 from bertlab.tasks import GRADED_TASKS
 from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.config import (
-    CourseError, OUTCOMES, check_max_points, check_name, ordered_tasks, course_db_url)
+    CourseError, OUTCOMES, check_max_points, check_name, ordered_tasks)
+from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.performance.timing import within_scatter
 
 log = logging.getLogger(__name__)
@@ -197,12 +198,13 @@ def load_results(course_dir: str | os.PathLike, assignment: str) -> dict[str, di
     return out
 
 
-def course_max_points(course_dir: str | os.PathLike, assignment: str = "week7",
-                      db_url: str | None = None) -> dict[str, float]:
-    """task -> points of ``assignment`` as the gradebook holds them (what :func:`error_result` needs)."""
+def course_max_points(settings: CourseSettings) -> dict[str, float]:
+    """task -> points of the assignment as the course's gradebook holds them (what :func:`error_result`
+    needs)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(course_db_url(course_dir, db_url)) as gb:
+    assignment = settings.assignment
+    with Gradebook(settings.gradebook_url) as gb:
         try:
             cells = {c.name: c.max_score for c in gb.find_notebook(assignment, assignment).grade_cells}
         except MissingEntry:

@@ -173,7 +173,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
     def prepare() -> None:
         try:
             prepared["max_points"] = max_points_by_task()
-            course_config.init_course(course, assignment, max_points=prepared["max_points"], db_url=settings.db_url)
+            course_config.init_course(settings, max_points=prepared["max_points"])
         except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
             prepared["error"] = exc
 
@@ -195,7 +195,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
         max_points = prepared["max_points"]
         # The writer writes its batches into the gradebook between timings (timing_gate.working: a batch
         # is a second of CPU, which would slow a worker's timing down); journaling a result does not wait.
-        with course_gradebook.keep_gradebook_open(course, settings.gradebook_url), \
+        with course_gradebook.keep_gradebook_open(settings), \
                 journal.ResultWriter(settings, on_adjustment=summary.adjustments.append,
                                      between_timings=timing_gate.working) as writer:
             for student in summary.unchanged:  # the gradebook re-synced with results.json (it may have been reset)

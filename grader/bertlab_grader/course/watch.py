@@ -131,7 +131,7 @@ def watch_course(settings: CourseSettings, options: RunOptions = RunOptions(), *
         wait_until_ready(pool)
         print(f"\nWatching {course}/submitted/ for new or changed hand-ins of {assignment} (Ctrl-C stops; a "
               f"hand-in is graded once its folder has not changed for {settle_s:g} s).", file=out, flush=True)
-        with course_gradebook.keep_gradebook_open(course, settings.gradebook_url), \
+        with course_gradebook.keep_gradebook_open(settings), \
                 journal.ResultWriter(settings, between_timings=timing_gate.working) as writer:
             while not should_stop():
                 time.sleep(poll_s)

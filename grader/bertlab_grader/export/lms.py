@@ -90,7 +90,7 @@ class CourseGrades:
 def _check_course(settings: CourseSettings) -> None:
     require_course_folder(settings.root, settings.assignment,
                           what="the nbgrader course folder that `bertlab grade` graded")
-    require_graded_assignment(settings.root, settings.assignment, settings.gradebook_url)
+    require_graded_assignment(settings)
 
 
 def _read_gradebook(settings: CourseSettings):
