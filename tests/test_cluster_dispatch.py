@@ -238,3 +238,32 @@ def test_a_submission_a_worker_is_running_is_not_sent_again(quick_census):
     got = _grade(client, [Submission("a", {"cka.py": "1"})])
     assert [(s.student, r is not None) for s, r, _ in got] == [("a", True)]
     assert len(client.payloads) == 1, "a submission a worker was grading was sent again"
+
+
+def test_a_scheduler_gone_mid_run_stops_the_run_even_when_the_client_has_closed(quick_census, monkeypatch):
+    """The scheduler dies while submissions are in flight, and Dask's client gives up reconnecting and
+    closes: the run stops with its own message (RunStopped: what finished is recorded), not with the
+    client's error about the futures it can no longer cancel (CI saw that race once)."""
+    from distributed.client import ClosedClientError
+
+    from bertlab_grader.core.failures import RunStopped
+
+    client = FakeClient(lambda payload: None)  # every submission stays in flight
+    looks: list = []
+    real_info = FakeClient.scheduler_info
+
+    def scheduler_info(n_workers=-1):
+        looks.append(1)
+        if len(looks) > 1:  # the scheduler is gone, and the client closed itself
+            client.status = "closed"
+            raise OSError("Connection refused")
+        return real_info(client, n_workers)
+
+    def cancel(self):
+        raise ClosedClientError("Client is closed. Can't send cancel-keys message.")
+
+    client.scheduler_info = scheduler_info
+    monkeypatch.setattr(FakeFuture, "cancel", cancel)
+    with _fails_after(30, "the run went on waiting for a scheduler that is gone"), \
+            pytest.raises(RunStopped, match="scheduler went away"):
+        _grade(client, [Submission("a", {"cka.py": "1"}), Submission("b", {"cka.py": "2"})])

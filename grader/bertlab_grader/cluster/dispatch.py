@@ -237,11 +237,16 @@ class ClusterGrading:
                 top_up(fit)
                 yield from finished
         finally:
+            from distributed.client import ClosedClientError
+
             for future in in_flight:
                 try:
                     future.cancel()
-                except RuntimeError:  # the client closed first (Ctrl-C: the run's exit stack closed it, and
-                    break             # this generator is finalised later): nothing is left to cancel
+                except (RuntimeError, ClosedClientError):
+                    # The client closed first: Ctrl-C (the run's exit stack closed it, and this generator
+                    # is finalised later), or the scheduler went away and the client gave up reconnecting
+                    # (the RunStopped above is what the run reports). Nothing is left to cancel.
+                    break
 
     def _stranded(self, in_flight: dict, unassigned_since: dict, now: float) -> list:
         """The futures in flight that no worker has started for STRANDED_S while a worker that can
