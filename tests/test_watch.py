@@ -124,16 +124,18 @@ def test_the_watcher_grades_what_is_pending_with_the_workers_it_then_keeps(tmp_p
     monkeypatch.setattr(watch, "start_workers", start_workers)
     monkeypatch.setattr(watch, "start_fork_server", lambda: None)
     waited = []
-    monkeypatch.setattr(watch, "wait_until_ready", waited.append)
+    log = tmp_path / "watch.log"
+    monkeypatch.setattr(watch, "wait_until_ready",
+                        lambda pool: waited.append((pool, "Watching" in (log.read_text() if log.exists() else ""))))
     monkeypatch.setattr(watch, "stop_workers", lambda pool: stopped.append(pool))
     monkeypatch.setattr(runner, "start_workers", refuse)
     monkeypatch.setattr(runner, "stop_workers", refuse)
     monkeypatch.setattr(runner, "pool_results", pool_results)
     code = watch.watch_course(CourseSettings(course, "week7"), runner.RunOptions(quiet=True, workers=2),
-                              should_stop=lambda: True, out=open(tmp_path / "watch.log", "w"))
+                              should_stop=lambda: True, out=open(log, "w"))
     assert started == [2], f"the watcher started workers {len(started)} time(s): {started}"
     assert used == [(warm, True)], f"the batch run graded with {used}, not the watcher's warm pool (kept)"
-    assert waited == [warm], "the watcher did not wait for its workers before it said it was watching"
-    assert "Watching" in (tmp_path / "watch.log").read_text()
+    assert waited == [(warm, False)], "the watcher did not wait for its workers before it said it was watching"
+    assert "Watching" in log.read_text()
     assert stopped == [warm], "the watcher did not stop its pool when it stopped"
     assert code == 1, "a submission the grader could not grade makes the exit status 1"

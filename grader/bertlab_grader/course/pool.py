@@ -176,7 +176,7 @@ def start_workers(n: int, settings: CourseSettings, timings: Path | None = None)
 STARTED = ("ready", "fatal")  # what a worker says once, when its start-up and preflight are over
 
 
-def started(w: _Worker, kind: str, payload) -> None:
+def take_start_message(w: _Worker, kind: str, payload) -> None:
     """Take a worker's start-up message: ready for jobs, or RunStopped (it could not start, or the
     reference lost points in its sandbox: no student may be graded)."""
     if kind == "fatal":
@@ -186,6 +186,11 @@ def started(w: _Worker, kind: str, payload) -> None:
 
         raise RunStopped(explain(payload))
     w.ready = True
+
+
+def died_while_starting(w: _Worker) -> RunStopped:
+    w.process.join(1)
+    return RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
 
 
 def wait_until_ready(pool: list[_Worker]) -> None:
@@ -198,15 +203,16 @@ def wait_until_ready(pool: list[_Worker]) -> None:
         waiting = [w for w in pool if not w.ready]
         ready = wait([w.conn for w in waiting] + [w.process.sentinel for w in waiting])
         for w in waiting:
-            if w.conn in ready and w.conn.poll():
+            message = None
+            if w.conn in ready:  # (readable: a message, or the end of the pipe)
                 try:
-                    kind, payload = w.conn.recv()
+                    message = w.conn.recv()
                 except (EOFError, OSError):
-                    kind, payload = "fatal", f"it died while starting (exit code {w.process.exitcode})"
-                started(w, kind, payload)
+                    raise died_while_starting(w) from None
+            if message is not None:
+                take_start_message(w, *message)
             elif w.process.sentinel in ready:
-                w.process.join(1)
-                raise RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
+                raise died_while_starting(w)
 
 
 def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
@@ -234,7 +240,7 @@ def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
                         died = True
                     else:
                         if kind in STARTED:
-                            started(w, kind, payload)
+                            take_start_message(w, kind, payload)
                         else:
                             outcome = schedule.finished(w.job, kind, payload)
                             w.job = None
@@ -255,7 +261,7 @@ def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
                             if outcome is not None:
                                 yield outcome
                     elif not w.ready:
-                        raise RunStopped(f"a grader worker died while starting (exit code {w.process.exitcode})")
+                        raise died_while_starting(w)
                     w.kill()
                     pool[i] = _Worker(ctx, w.settings, w.slot, w.gate, w.timings)
     except BaseException:
