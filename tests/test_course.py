@@ -534,6 +534,54 @@ def test_cohort_export_and_feedback_split_over_processes(tmp_path):
     assert not differ, f"feedback differs from nbgrader's own command's: {differ[:5]}"
 
 
+@pytest.mark.slow  # (five nbgrader processes: about 10 s)
+def test_feedback_is_rendered_again_only_where_what_it_shows_changed(tmp_path):
+    """A run renders a feedback page only when the graded notebook, the gradebook's rows (a manual
+    grade given in formgrader) or the page itself changed since it was rendered
+    (grader/bertlab_grader/course/feedback_record.py); what it renders is what nbgrader's own command writes."""
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    course = tmp_path / "course"
+    (course / "submitted").mkdir(parents=True)
+    settings = CourseSettings(course, ASSIGNMENT)
+    init_course(settings, max_points=MAX_POINTS)
+    students = ["ann", "bob", "cat", "dan"]
+    for student in students:
+        record_result(settings, error_result(student, ASSIGNMENT, "set-up", MAX_POINTS))
+    page = {s: course / "feedback" / s / ASSIGNMENT / f"{ASSIGNMENT}.html" for s in students}
+
+    def written() -> dict:
+        return {s: (page[s].stat().st_ino, page[s].stat().st_mtime_ns) for s in students}
+
+    export_and_feedback(settings, students=students)
+    first = written()
+    export_and_feedback(settings, students=students)
+    assert written() == first, "nothing changed, yet feedback pages were rendered again"
+
+    task = next(iter(MAX_POINTS))
+    with Gradebook(settings.gradebook_url) as gb:  # a manual grade, as formgrader gives it
+        gb.find_grade(task, ASSIGNMENT, ASSIGNMENT, "bob").manual_score = 1.5
+        gb.db.commit()
+    notebook = course / "autograded" / "cat" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    notebook.write_text(notebook.read_text().replace("set-up", "set-up (regraded)"))
+    page["dan"].unlink()
+    export_and_feedback(settings, students=students)
+    now = written()
+    assert [s for s in students if now[s] != first[s]] == ["bob", "cat", "dan"]
+    assert "Score: 1.5" in page["bob"].read_text()
+    assert "set-up (regraded)" in page["cat"].read_text()
+
+    plain = tmp_path / "plain"
+    shutil.copytree(course, plain, ignore=shutil.ignore_patterns("feedback", "grades.csv", ".bertlab"))
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"], cwd=plain,
+                   check=True, capture_output=True, env=nbgrader_environment())
+    for s in students:
+        assert page[s].read_bytes() == (plain / "feedback" / s / ASSIGNMENT / f"{ASSIGNMENT}.html").read_bytes(), \
+            f"{s}'s feedback differs from nbgrader's own command's"
+
+
 def test_nbgrader_main_takes_an_argument_longer_than_a_command_line_allows(tmp_path):
     """The feedback of a large class is split by the students each process leaves out: for 10,000
     students that list outgrows the 128 KiB Linux allows one argument, so it goes through a file

@@ -24,7 +24,7 @@ from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.course.adjustments import (SET_ASIDE, Adjustment, apply_rule, files_changed, previous_digest,
                                                remember_set_aside)
 from bertlab_grader.course.feedback import build_graded_notebook
-from bertlab_grader.course.nbgrader_main import ARGS_FILE
+from bertlab_grader.course.nbgrader_main import ARGS_FILE, FEEDBACK_RECORD
 
 from bertlab_grader.core.points import POINTS_EPSILON
 from bertlab_grader.course.config import (
@@ -418,6 +418,10 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
 
     ``feedback_of``: render the feedback of that one student only (`bertlab grade --watch`, after each
     hand-in: the others' feedback has not changed); the export still lists everyone.
+
+    A page whose inputs (the graded notebook, the gradebook's rows, nbgrader's version and the course's
+    config) have not changed since it was rendered is left as it is (feedback_record.py; its record
+    is ``.bertlab/feedback-record/``): a run with one new hand-in renders one page, not the class's.
     """
     course_dir, assignment, url = settings.root, settings.assignment, settings.gradebook_url
     check_name("assignment", assignment)
@@ -435,18 +439,19 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
     # Each part's list of the students it leaves out goes through a file (nbgrader_main.py's
     # --bertlab-args-file): on the command line one argument may not exceed 128 KiB.
     lists = Path(tempfile.mkdtemp(prefix="feedback-parts-", dir=_bertlab_dir(course_dir)))
+    record = f"{FEEDBACK_RECORD}{_bertlab_dir(course_dir) / 'feedback-record'}"
     launch = []
     for k in range(parts):
         args = ["generate_feedback", assignment, "--force", *_db_args(url)]
         if feedback_of is not None:
             args.append(f"--student={feedback_of}")
-        prefix = []
+        prefix = [record]
         if parts > 1:
             others = [s for i, s in enumerate(students) if i % parts != k]
             listed = lists / f"part-{k}.json"
             listed.write_text(json.dumps([f"--CourseDirectory.student_id_exclude={','.join(others)}"]),
                               encoding="utf-8")
-            prefix = [f"{ARGS_FILE}{listed}"]
+            prefix.append(f"{ARGS_FILE}{listed}")
         commands.append(args)
         launch.append(prefix)
     env = nbgrader_environment()

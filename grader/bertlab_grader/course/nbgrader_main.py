@@ -12,6 +12,10 @@ absent makes jsonschema skip those two formats, as it does where the module is n
 the others. The feedback of a large class is split over processes by the students each one leaves
 out (gradebook.py, ``export_and_feedback``), and that list, as one command-line argument, outgrows
 the 128 KiB Linux allows an argument (10,000 students of 14-character ids: 137 KB per process).
+
+``--bertlab-feedback-record=DIR`` (first, before ``--bertlab-args-file``): ``generate_feedback``
+renders only the pages whose inputs changed since they were last rendered, and keeps what it rendered
+in DIR (feedback_record.py says what a page's inputs are).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ def skip_iri_formats() -> None:
 
 
 ARGS_FILE = "--bertlab-args-file="
+FEEDBACK_RECORD = "--bertlab-feedback-record="
 
 
 def expand_args_file(argv: list[str]) -> list[str]:
@@ -43,8 +48,33 @@ def expand_args_file(argv: list[str]) -> list[str]:
     return argv
 
 
-if __name__ == "__main__":
+def take_feedback_record(argv: list[str]) -> tuple[list[str], str | None]:
+    """``argv`` without a leading ``--bertlab-feedback-record=DIR``, and DIR (None without one)."""
+    if len(argv) > 1 and argv[1].startswith(FEEDBACK_RECORD):
+        return [argv[0], *argv[2:]], argv[1][len(FEEDBACK_RECORD):]
+    return argv, None
+
+
+def main() -> None:
     skip_iri_formats()
-    sys.argv = expand_args_file(sys.argv)
+    argv, record = take_feedback_record(sys.argv)
+    sys.argv = expand_args_file(argv)
     sys.argv[0] = "nbgrader"
-    runpy.run_module("nbgrader", run_name="__main__", alter_sys=True)
+    keep = None
+    if record is not None:
+        from pathlib import Path
+
+        from bertlab_grader.course.feedback_record import keep_unchanged_feedback
+
+        keep = keep_unchanged_feedback(Path(record))
+    try:
+        runpy.run_module("nbgrader", run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            raise
+    if keep is not None:  # (nbgrader finished without an error: what it rendered is kept)
+        keep()
+
+
+if __name__ == "__main__":
+    main()
