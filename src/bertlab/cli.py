@@ -186,6 +186,14 @@ def main(argv: list[str] | None = None) -> int:
         if not debug:
             print("  (an internal error: rerun with --debug for the traceback)", file=sys.stderr)
         return 1
+    finally:
+        if argv is None:  # the command line's own process, about to exit (not a caller's, e.g. a test)
+            # Python's shutdown would collect every object the command's imports made, one by one: half
+            # a second after `bertlab grade` (torch, nbgrader) has printed its last line. Frozen objects
+            # are left to the operating system; files and processes were closed by then.
+            import gc
+
+            gc.freeze()
 
 
 if __name__ == "__main__":

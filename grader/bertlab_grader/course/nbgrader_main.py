@@ -20,9 +20,10 @@ in DIR (feedback_record.py says what a page's inputs are).
 
 from __future__ import annotations
 
+import json
 import runpy
 import sys
-import json
+from pathlib import Path
 
 
 def skip_iri_formats() -> None:
@@ -62,8 +63,6 @@ def main() -> None:
     sys.argv[0] = "nbgrader"
     keep = None
     if record is not None:
-        from pathlib import Path
-
         from bertlab_grader.course.feedback_record import keep_unchanged_feedback
 
         keep = keep_unchanged_feedback(Path(record))

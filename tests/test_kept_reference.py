@@ -1,0 +1,152 @@
+"""The hidden suites' reference data kept on disk between grading processes
+(grader/bertlab_grader/core/kept_reference.py): read back exactly as computed, never computed on
+another thread count, never trusted when unreadable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import NamedTuple
+
+import pytest
+import torch
+
+from bertlab_grader.core import kept_reference
+
+
+class Pair(NamedTuple):
+    ids: tuple[int, ...]
+    states: torch.Tensor
+
+
+@pytest.fixture
+def fresh_store(tmp_path, monkeypatch):
+    """An empty cache folder, and the module's in-process state as a new process has it."""
+    monkeypatch.setenv("BERTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(kept_reference, "_store", None)
+    monkeypatch.setattr(kept_reference, "_new", set())
+    return tmp_path / "cache"
+
+
+def _toy(calls: list):
+    @kept_reference.kept
+    def states(texts: tuple[str, ...], scale: float = 1.0):
+        calls.append(texts)
+        generator = torch.Generator().manual_seed(len(texts))
+        return (Pair(tuple(range(len(texts))), torch.randn(len(texts), 3, generator=generator).t() * scale),
+                {"mask": torch.ones(len(texts), dtype=torch.long)})
+
+    return states
+
+
+def test_a_value_is_read_back_exactly_as_it_was_computed_and_computed_once(fresh_store):
+    calls: list = []
+    states = _toy(calls)
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        first = states(("a", "b"))
+        assert states(("a", "b"), scale=1.0) is first, "a call by keyword and by position are one entry"
+        kept_reference.save()
+        assert calls == [("a", "b")]
+        kept_reference._store = None  # as a new process finds it: the file only
+        later_calls: list = []
+        again = _toy(later_calls)(("a", "b"))
+    finally:
+        torch.set_num_threads(old)
+    assert later_calls == [], "the value was computed again instead of read back"
+    assert type(again[0]) is Pair and again[0].ids == (0, 1)
+    assert torch.equal(again[0].states, first[0].states) and again[0].states.dtype == first[0].states.dtype
+    # The first process grades with the tensors a later one reads: contiguous copies, not the originals.
+    assert first[0].states.is_contiguous() and again[0].states.is_contiguous()
+    assert torch.equal(again[1]["mask"], first[1]["mask"])
+
+
+def test_only_values_computed_on_one_thread_are_kept(fresh_store):
+    calls: list = []
+    states = _toy(calls)
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        states(("a",))
+    finally:
+        torch.set_num_threads(old)
+    kept_reference.save()
+    assert not kept_reference.kept_file().exists(), "a value computed on two threads was kept"
+
+
+def test_an_unreadable_file_is_computed_again_and_replaced(fresh_store):
+    path = kept_reference.kept_file()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a safetensors file")
+    calls: list = []
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _toy(calls)(("a", "b", "c"))
+    finally:
+        torch.set_num_threads(old)
+    assert calls == [("a", "b", "c")]
+    kept_reference.save()
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as handle:
+        assert len(json.loads(handle.metadata()["entries"])) == 1
+
+
+def test_the_file_name_changes_with_the_kit(fresh_store, monkeypatch):
+    before = kept_reference.kept_file().name
+    kept_reference.kit_fingerprint.cache_clear()
+    monkeypatch.setattr(torch, "__version__", torch.__version__ + "+other")
+    try:
+        assert kept_reference.kept_file().name != before
+    finally:
+        kept_reference.kit_fingerprint.cache_clear()
+
+
+_DIGEST_OF_WARM_DATA = """
+import hashlib, sys, torch
+torch.set_num_threads(1)
+from bertlab_grader.hidden import reference_data as data
+from bertlab_grader.core import kept_reference
+from bertlab import datasets
+data.warm()
+def tensors(v):
+    if isinstance(v, torch.Tensor): return [v]
+    if isinstance(v, (tuple, list)): return [x for e in v for x in tensors(e)]
+    if hasattr(v, "values"): return [x for e in v.values() for x in tensors(e)]
+    return []
+texts = tuple(dict.fromkeys(t for p in data.sts_sample() for t in (p.a, p.b)))
+values = [data.trained_reps(), data.untrained_reps(0), data.untrained_reps(1), data.cka_probe_batch(),
+          data.unpadded_groups(texts, True), data.unpadded_groups(texts, contextual=False),
+          data.length_buckets(texts), data.padded_states(tuple(p.a for p in datasets.LESSON_STS_PAIRS))]
+digest = hashlib.sha256()
+for t in (t for v in values for t in tensors(v)):
+    digest.update(f"{t.dtype}{tuple(t.shape)}".encode()); digest.update(t.contiguous().numpy().tobytes())
+print(digest.hexdigest())
+"""
+
+
+@pytest.mark.slow  # (three processes that load MiniLM: about 15 s)
+def test_the_grader_reads_back_the_very_reference_data_it_computes(tmp_path):
+    """A first process computes the reference data and keeps it; a second reads every value back,
+    computing nothing, and grades with the same bytes; with no file at all a third computes the same."""
+    env = {**os.environ, "BERTLAB_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run() -> str:
+        out = subprocess.run([sys.executable, "-c", _DIGEST_OF_WARM_DATA], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout.strip()
+
+    computed = run()
+    files = list((tmp_path / "cache").glob("reference-data-*.safetensors"))
+    assert len(files) == 1
+    stamp = files[0].stat().st_mtime_ns
+    read = run()
+    assert files[0].stat().st_mtime_ns == stamp, "the second process computed the data again and rewrote the file"
+    assert read == computed, "the reference data read back differs from the data computed"
+    files[0].unlink()
+    assert run() == computed, "computing the reference data again gave other bytes"
