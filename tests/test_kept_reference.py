@@ -96,12 +96,24 @@ def test_an_unreadable_file_is_computed_again_and_replaced(fresh_store):
         assert len(json.loads(handle.metadata()["entries"])) == 1
 
 
-def test_the_file_name_changes_with_the_kit(fresh_store, monkeypatch):
-    before = kept_reference.kept_file().name
+def test_another_kit_writes_another_file_and_removes_the_older_one(fresh_store, monkeypatch):
+    older = kept_reference.kept_file()
+    older.parent.mkdir(parents=True)
+    older.write_bytes(b"an older kit's data")
+    unrelated = older.parent / "finetune-0123456789ab.json"
+    unrelated.write_text("{}")
     kept_reference.kit_fingerprint.cache_clear()
     monkeypatch.setattr(torch, "__version__", torch.__version__ + "+other")
     try:
-        assert kept_reference.kept_file().name != before
+        assert kept_reference.kept_file().name != older.name
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            _toy([])(("a",))
+        finally:
+            torch.set_num_threads(old)
+        kept_reference.save()
+        assert kept_reference.kept_file().is_file() and not older.exists() and unrelated.exists()
     finally:
         kept_reference.kit_fingerprint.cache_clear()
 

@@ -15,6 +15,7 @@ What keeps this exact:
   files of the kit's packages, the hidden suites, the model and the review data (path, size and
   modification time), and the versions of Python, torch, transformers and tokenizers, the CPU's
   instruction set as torch uses it. A change to any of them is another file; nothing is ever updated.
+  Writing a new file removes the older ones (one kit's data, 6 MB, is kept at a time).
 - Only values computed on one torch thread are kept (what the grader computes them with): a
   different thread count may round differently in the last bit.
 - A fresh value is returned as it would be read back (a contiguous copy), so the first process
@@ -198,6 +199,9 @@ def save() -> None:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        for older in path.parent.glob(f"{KEPT_NAME}-*.safetensors"):
+            if older != path:  # another kit's (an upgrade, an edit): 6 MB each, and never read again
+                older.unlink(missing_ok=True)
     except OSError:
         return
     _new.clear()
