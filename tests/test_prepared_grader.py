@@ -32,7 +32,20 @@ class FakeSandbox:
 def fake(monkeypatch):
     FakeSandbox.opened = []
     monkeypatch.setattr(prepared, "Sandbox", FakeSandbox)
+    monkeypatch.setattr(prepared, "warm_up", lambda: None)
     return monkeypatch
+
+
+def test_the_trusted_side_warms_up_while_the_sandbox_does(fake):
+    """The sandbox's template starts first (in its own process), then this process loads MiniLM and
+    the reference data, then the preflight waits for both: the two warm-ups overlap."""
+    events = []
+    fake.setattr(FakeSandbox, "__init__", lambda self, **kw: (events.append("sandbox"), FakeSandbox.opened.append(self),
+                                                              setattr(self, "closed", False))[0])
+    fake.setattr(prepared, "warm_up", lambda: events.append("warm_up"))
+    fake.setattr(prepared, "run_preflight", lambda sandbox, assignment: events.append("preflight"))
+    prepared.PreparedGrader.start().close()
+    assert events == ["sandbox", "warm_up", "preflight"]
 
 
 def test_start_opens_one_sandbox_and_keeps_the_preflights_verdict(fake):

@@ -72,7 +72,6 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Imported here, in the worker: the main process never imports pytest or the sandbox's client.
     from bertlab_grader.grading.prepared import PreparedGrader
-    from bertlab_grader.grading.scoring import warm_up
 
     import torch
 
@@ -82,7 +81,8 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
     try:
         record = (timing_record.TimingRecord(Path(timings), timing_record.protocol_digest())
                   if timings is not None else None)
-        warm_up()  # already done in the fork server (grader/bertlab_grader/course/worker_preload.py); with spawn, done here
+        # MiniLM and the reference data are loaded while the sandbox's template warms up
+        # (PreparedGrader.start runs warm_up); the fork server imported the code for both.
         grader = PreparedGrader.start(settings.assignment, settings.hidden_paths, SANDBOX_UID_BASE + slot,
                                       settings.unsafe_no_sandbox)
     except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
@@ -142,8 +142,8 @@ class _Worker:
 
 def worker_context():
     """Grader workers are forked from a fork server that imported ``bertlab_grader.course.worker_preload`` (torch,
-    MiniLM, the reference data: about 6 s of CPU) once, instead of each worker paying for it on a
-    shared core. The fork server is a fresh interpreter, not a copy of this process, and nothing in it
+    transformers' BERT code, the hidden suites: about 4 s of CPU) once, instead of each worker paying
+    for it on a shared core. The fork server is a fresh interpreter, not a copy of this process, and nothing in it
     has started a thread pool (see grader/bertlab_grader/course/worker_preload.py). Set BERTLAB_WORKER_START=spawn to give
     each worker a fresh interpreter of its own instead."""
     if os.environ.get("BERTLAB_WORKER_START", "forkserver") == "spawn" or "forkserver" not in mp.get_all_start_methods():
@@ -154,8 +154,8 @@ def worker_context():
 
 
 def start_fork_server() -> None:
-    """Start the workers' fork server now: its warm-up (torch, MiniLM, the reference data: seconds of
-    one core) then runs while this process still prepares the run, and ``start_workers`` forks from a
+    """Start the workers' fork server now: its imports (torch, transformers' BERT code, the hidden
+    suites: seconds of one core) then runs while this process still prepares the run, and ``start_workers`` forks from a
     server that is warm sooner. Nothing happens with BERTLAB_WORKER_START=spawn."""
     if worker_context().get_start_method() == "forkserver":
         forkserver.ensure_running()

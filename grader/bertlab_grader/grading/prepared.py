@@ -20,7 +20,7 @@ from typing import Mapping, Optional, Sequence
 
 from bertlab_grader.core.locations import KIT_ROOT
 from bertlab_grader.grading.preflight import run_preflight
-from bertlab_grader.grading.scoring import grade_part, grade_sources
+from bertlab_grader.grading.scoring import grade_part, grade_sources, warm_up
 from bertlab_grader.grading.segments import Part, PartResult
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
@@ -44,12 +44,17 @@ class PreparedGrader:
               unsafe_no_sandbox: bool = False) -> "PreparedGrader":
         """Open a sandbox (bubblewrap, or SandboxUnavailable unless the instructor asked for
         ``unsafe_no_sandbox`` by name) that hides ``hide`` and runs student code as ``uid``, then run the
-        preflight in it. Whatever fails on the way closes the sandbox and raises."""
+        preflight in it. Whatever fails on the way closes the sandbox and raises.
+
+        The sandbox's template warms up in its own process (torch, MiniLM: seconds); meanwhile this
+        process runs ``warm_up`` (MiniLM and the reference data on the trusted side; nothing when
+        already done), so the two warm-ups overlap instead of following each other."""
         kwargs = {"kit_root": KIT_ROOT, "hide": list(hide), "unsafe_no_sandbox": unsafe_no_sandbox}
         if uid is not None:
             kwargs["uid"] = uid
         sandbox = Sandbox(**kwargs)
         try:
+            warm_up()
             start = time.monotonic()
             with timing_gate.working():  # the preflight is work: it waits while another worker times
                 problem = run_preflight(sandbox, assignment)

@@ -473,6 +473,17 @@ def points_by_test(tasks: Optional[Iterable[str]] = None) -> dict[str, list[tupl
     return out
 
 
+def import_grading_code() -> None:
+    """Import what grading runs, and compute nothing: the model's code (not its weights) and the hidden
+    suites (collected once for their points). The cohort's fork server does this once for all its
+    workers (grader/bertlab_grader/course/worker_preload.py); each worker then runs ``warm_up`` while its
+    sandbox starts."""
+    from bertlab.models import import_model_code
+
+    import_model_code()
+    max_points_by_task()
+
+
 def warm_up() -> None:
     """Load MiniLM, compute the hidden suites' reference inputs and import the test modules now,
     before the first submission (a cohort grader worker does this while its sandbox starts)."""
