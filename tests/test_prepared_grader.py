@@ -43,13 +43,13 @@ def test_the_trusted_side_warms_up_while_the_sandbox_does(fake):
     fake.setattr(FakeSandbox, "__init__", lambda self, **kw: (events.append("sandbox"), FakeSandbox.opened.append(self),
                                                               setattr(self, "closed", False))[0])
     fake.setattr(prepared, "warm_up", lambda: events.append("warm_up"))
-    fake.setattr(prepared, "run_preflight", lambda sandbox, assignment: events.append("preflight"))
+    fake.setattr(prepared, "run_preflight", lambda sandbox, assignment, tasks: events.append("preflight"))
     prepared.PreparedGrader.start().close()
     assert events == ["sandbox", "warm_up", "preflight"]
 
 
 def test_start_opens_one_sandbox_and_keeps_the_preflights_verdict(fake):
-    fake.setattr(prepared, "run_preflight", lambda sandbox, assignment: f"cka/test_x lost points ({assignment})")
+    fake.setattr(prepared, "run_preflight", lambda sandbox, assignment, tasks: f"cka/test_x lost points ({assignment})")
     grader = prepared.PreparedGrader.start("week7", hide=["/course"], uid=61003)
     sandbox, = FakeSandbox.opened
     assert sandbox.kwargs["hide"] == ["/course"] and sandbox.kwargs["uid"] == 61003
@@ -60,7 +60,7 @@ def test_start_opens_one_sandbox_and_keeps_the_preflights_verdict(fake):
 
 
 def test_a_preflight_that_raises_closes_the_sandbox_and_raises(fake):
-    def broken(sandbox, assignment):
+    def broken(sandbox, assignment, tasks):
         raise RuntimeError("the sandbox's template died")
 
     fake.setattr(prepared, "run_preflight", broken)
@@ -70,7 +70,7 @@ def test_a_preflight_that_raises_closes_the_sandbox_and_raises(fake):
 
 
 def test_grade_sends_a_whole_submission_or_one_part_to_its_grader(fake):
-    fake.setattr(prepared, "run_preflight", lambda sandbox, assignment: None)
+    fake.setattr(prepared, "run_preflight", lambda sandbox, assignment, tasks: None)
     calls = []
     fake.setattr(prepared, "grade_sources",
                  lambda sb, sources, student, assignment: calls.append(("whole", student)) or {})

@@ -30,6 +30,20 @@ def test_every_task_is_in_one_segment_and_the_timing_comes_last():
     assert tasks == list(GRADED_TASKS)
 
 
+def test_a_pools_workers_share_the_preflight_out_and_cover_every_task_together():
+    """Each worker grades the reference on one task at least (its sandbox ran the reference), and
+    together the workers of a pool cover every correctness task (grading/segments.py, preflight_share)."""
+    from bertlab.tasks import EXERCISE_TASKS
+
+    assert segments.preflight_share(0, 1) == tuple(EXERCISE_TASKS)
+    for workers in range(2, 2 * len(EXERCISE_TASKS) + 2):
+        shares = [segments.preflight_share(slot, workers) for slot in range(workers)]
+        assert all(shares), f"a worker of {workers} has no share of the preflight: {shares}"
+        covered = [t for share in shares for t in share]
+        assert set(covered) == set(EXERCISE_TASKS), f"{workers} workers leave out {set(EXERCISE_TASKS) - set(covered)}"
+        assert all(t in EXERCISE_TASKS for t in covered), "the performance task is never preflighted"
+
+
 @pytest.mark.parametrize("task", [t for t in GRADED_TASKS if t != "performance"])
 def test_a_segment_calls_only_its_own_modules(task):
     """What makes the parts independent: no hidden test of a segment before the last names a

@@ -16,11 +16,12 @@ from multiprocessing import forkserver
 from multiprocessing.connection import wait
 from pathlib import Path
 
+from bertlab.tasks import EXERCISE_TASKS
 from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
 from bertlab_grader.course.schedule import Job, Schedule
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import SubmissionSources
-from bertlab_grader.grading.segments import Part
+from bertlab_grader.grading.segments import Part, preflight_share
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
 from bertlab_grader.sandbox.bubblewrap import require_isolation
@@ -51,7 +52,8 @@ def _end_with_the_main_process() -> None:
     threading.Thread(target=watch, name="bertlab-end-with-main", daemon=True).start()
 
 
-def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: str | None = None) -> None:
+def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: str | None = None,
+                 preflight_tasks: tuple[str, ...] = EXERCISE_TASKS) -> None:
     """A trusted grader worker: one warm sandbox, a preflight, then submissions in, results out.
 
     Jobs from the main process: (student, path, None) grades a whole submission; (student, path,
@@ -65,6 +67,7 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
     work; a timing has the machine to itself.
     ``timings``: the course's timing record (grader/bertlab_grader/performance/record.py), or None to keep none: each
     distinct submission is timed once, and identical files reuse that measurement.
+    ``preflight_tasks``: this worker's share of the preflight (grading/preflight.py, ``preflight_share``).
     """
     # Ctrl-C in the terminal reaches the whole process group: the main process decides what stops
     # (it records what was graded, then stops the workers); a worker stopped by it mid-job would only
@@ -84,7 +87,7 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
         # MiniLM and the reference data are loaded while the sandbox's template warms up
         # (PreparedGrader.start runs warm_up); the fork server imported the code for both.
         grader = PreparedGrader.start(settings.assignment, settings.hidden_paths, SANDBOX_UID_BASE + slot,
-                                      settings.unsafe_no_sandbox)
+                                      settings.unsafe_no_sandbox, preflight_tasks)
     except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
         conn.send(("fatal", f"{type(exc).__name__}: {exc}"))
         return
@@ -109,10 +112,13 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
 class _Worker:
     """Main-process handle of one grader worker process."""
 
-    def __init__(self, ctx, settings: CourseSettings, slot: int, gate=None, timings: str | None = None):
+    def __init__(self, ctx, settings: CourseSettings, slot: int, gate=None, timings: str | None = None,
+                 preflight_tasks: tuple[str, ...] = EXERCISE_TASKS):
         self.settings, self.slot, self.gate, self.timings = settings, slot, gate, timings
+        self.preflight_tasks = preflight_tasks
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, settings, slot, gate, timings), daemon=True)
+        self.process = ctx.Process(target=_worker_main, args=(child, settings, slot, gate, timings, preflight_tasks),
+                                   daemon=True)
         self.process.start()
         child.close()
         self.ready = False
@@ -170,7 +176,8 @@ def start_workers(n: int, settings: CourseSettings, timings: Path | None = None)
     gate = timing_gate.TimingGate(ctx, n)
     timing_gate.install(gate, timing_gate.NO_ONE)
     where = str(timings) if timings is not None else None
-    return [_Worker(ctx, settings, slot, gate, where) for slot in range(n)]
+    # The pool shares the preflight out: together the workers grade the reference on every task.
+    return [_Worker(ctx, settings, slot, gate, where, preflight_share(slot, n)) for slot in range(n)]
 
 
 STARTED = ("ready", "fatal")  # what a worker says once, when its start-up and preflight are over
@@ -263,7 +270,7 @@ def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
                     elif not w.ready:
                         raise died_while_starting(w)
                     w.kill()
-                    pool[i] = _Worker(ctx, w.settings, w.slot, w.gate, w.timings)
+                    pool[i] = _Worker(ctx, w.settings, w.slot, w.gate, w.timings, w.preflight_tasks)
     except BaseException:
         stop_workers(pool)
         raise

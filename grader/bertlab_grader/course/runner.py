@@ -20,7 +20,8 @@ Trust first:
   no student code ran, the reference or a suite raised, the gradebook could not be written) leaves
   that submission with no results.json, no gradebook score and no feedback; the run names it with
   the cause at the end, exits 1, and the next run grades it.
-- Preflight: each grader worker first grades the reference solution in its own sandbox
+- Preflight: before its first student, each grader worker grades the reference solution in its own
+  sandbox, on its share of the tasks; together the workers cover every task
   (grader/bertlab_grader/grading/preflight.py); anything short of full marks outside performance stops the run before any
   student is graded.
 - The sandbox fails closed: without a working bubblewrap grading refuses, unless the instructor

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from typing import Mapping, Optional, Sequence
 
+from bertlab.tasks import EXERCISE_TASKS
 from bertlab_grader.core.locations import KIT_ROOT
 from bertlab_grader.grading.preflight import run_preflight
 from bertlab_grader.grading.scoring import grade_part, grade_sources, warm_up
@@ -41,10 +42,13 @@ class PreparedGrader:
 
     @classmethod
     def start(cls, assignment: str = "week7", hide: Sequence[str] = (), uid: Optional[int] = None,
-              unsafe_no_sandbox: bool = False) -> "PreparedGrader":
+              unsafe_no_sandbox: bool = False,
+              preflight_tasks: Sequence[str] = EXERCISE_TASKS) -> "PreparedGrader":
         """Open a sandbox (bubblewrap, or SandboxUnavailable unless the instructor asked for
         ``unsafe_no_sandbox`` by name) that hides ``hide`` and runs student code as ``uid``, then run the
-        preflight in it. Whatever fails on the way closes the sandbox and raises.
+        preflight in it (the reference graded on the hidden tests of ``preflight_tasks``: all of them,
+        unless a pool shares them out, ``segments.preflight_share``). Whatever fails on the way closes
+        the sandbox and raises.
 
         The sandbox's template warms up in its own process (torch, MiniLM: seconds); meanwhile this
         process runs ``warm_up`` (MiniLM and the reference data on the trusted side; nothing when
@@ -57,7 +61,7 @@ class PreparedGrader:
             warm_up()
             start = time.monotonic()
             with timing_gate.working():  # the preflight is work: it waits while another worker times
-                problem = run_preflight(sandbox, assignment)
+                problem = run_preflight(sandbox, assignment, preflight_tasks)
             return cls(sandbox, assignment, problem, time.monotonic() - start)
         except BaseException:
             sandbox.close()

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bertlab.tasks import EXERCISE_MODULES, GRADED_TASKS, PERFORMANCE, exercise, task_groups
+from bertlab.tasks import EXERCISE_MODULES, EXERCISE_TASKS, GRADED_TASKS, PERFORMANCE, exercise, task_groups
 
 SEGMENTS: tuple[tuple[str, ...], ...] = task_groups() + ((PERFORMANCE,),)
 FINAL = len(SEGMENTS) - 1  # the performance segment: last, after every other; the hints run in it
@@ -152,3 +152,14 @@ def final_part(done: dict[int, PartResult]) -> Part:
         raise ValueError(f"segments {missing} are not graded yet")
     return Part(FINAL, tuple(SEGMENTS[FINAL]), hints=True, seed=merge_memos([done[i].memos for i in range(FINAL)]),
                 earlier_tests=tuple(t for i in range(FINAL) for t in done[i].result["tests"]))
+
+
+def preflight_share(slot: int, workers: int) -> tuple[str, ...]:
+    """The tasks whose hidden tests the worker in ``slot`` of a pool of ``workers`` grades the
+    reference on: every correctness task is graded by one worker of the pool at least, and every
+    worker grades one task at least (its sandbox has then imported the kit, loaded the models and run
+    the reference). One worker grades them all."""
+    if workers <= 1:
+        return tuple(EXERCISE_TASKS)
+    n = min(workers, len(EXERCISE_TASKS))
+    return tuple(t for i, t in enumerate(EXERCISE_TASKS) if i % n == slot % n)
