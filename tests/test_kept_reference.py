@@ -96,6 +96,29 @@ def test_an_unreadable_file_is_computed_again_and_replaced(fresh_store):
         assert len(json.loads(handle.metadata()["entries"])) == 1
 
 
+def test_a_file_that_names_something_other_than_a_namedtuple_is_not_obeyed(fresh_store, tmp_path):
+    """The file describes its values' structure; a structure naming a callable (os.system) is refused:
+    the file is ignored and the values computed again, nothing called."""
+    from safetensors.torch import save_file
+
+    calls: list = []
+    states = _toy(calls)
+    witness = tmp_path / "called"
+    key = kept_reference._key(states.__wrapped__, (("a",), 1.0))
+    entries = {key: {"namedtuple": "system", "module": "os", "items": [{"value": f"touch {witness}"}]}}
+    path = kept_reference.kept_file()
+    path.parent.mkdir(parents=True)
+    save_file({"t.0": torch.zeros(1)}, str(path), metadata={"entries": json.dumps(entries)})
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        value = states(("a",))
+    finally:
+        torch.set_num_threads(old)
+    assert calls == [("a",)] and type(value[0]) is Pair
+    assert not witness.exists()
+
+
 def test_another_kit_writes_another_file_and_removes_the_older_one(fresh_store, monkeypatch):
     older = kept_reference.kept_file()
     older.parent.mkdir(parents=True)

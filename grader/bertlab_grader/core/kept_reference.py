@@ -106,11 +106,21 @@ def _encode(value, tensors: dict[str, torch.Tensor], prefix: str):
     raise TypeError(f"cannot keep a {type(value).__name__}")
 
 
+def _named_tuple_class(module: str, name: str) -> type:
+    """The NamedTuple class ``module.name`` of a module already imported: the file names it, so it is
+    checked to be one (a file that named any other callable would have it called with the file's
+    values)."""
+    cls = getattr(sys.modules.get(module), name, None)
+    if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+        raise ValueError(f"{module}.{name} is not a NamedTuple")
+    return cls
+
+
 def _decode(skeleton, tensors: Callable[[str], torch.Tensor]):
     if "tensor" in skeleton:
         return tensors(skeleton["tensor"])
     if "namedtuple" in skeleton:
-        cls = getattr(sys.modules[skeleton["module"]], skeleton["namedtuple"])
+        cls = _named_tuple_class(skeleton["module"], skeleton["namedtuple"])
         return cls(*(_decode(v, tensors) for v in skeleton["items"]))
     if "tuple" in skeleton:
         return tuple(_decode(v, tensors) for v in skeleton["tuple"])
