@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 FINGERPRINT_VERSION = "1"  # bump when what a page is made of changes in a way the fingerprint misses
@@ -73,7 +74,7 @@ def fingerprint(rows: dict | None, autograded: Path, course_dir: Path) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def keep_unchanged_feedback(record_dir: Path) -> "callable":
+def keep_unchanged_feedback(record_dir: Path) -> Callable[[], None]:
     """Make this process's ``nbgrader generate_feedback`` skip each student whose page is up to date
     (see the module docstring). Returns the function to call once nbgrader finished without an error:
     it keeps the fingerprints of the pages rendered now."""

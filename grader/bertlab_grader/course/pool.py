@@ -67,7 +67,7 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
     work; a timing has the machine to itself.
     ``timings``: the course's timing record (grader/bertlab_grader/performance/record.py), or None to keep none: each
     distinct submission is timed once, and identical files reuse that measurement.
-    ``preflight_tasks``: this worker's share of the preflight (grading/preflight.py, ``preflight_share``).
+    ``preflight_tasks``: this worker's share of the preflight (grading/segments.py, ``preflight_share``).
     """
     # Ctrl-C in the terminal reaches the whole process group: the main process decides what stops
     # (it records what was graded, then stops the workers); a worker stopped by it mid-job would only
