@@ -9,6 +9,7 @@ so the student bundle, which does not contain it, shows only the student command
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from importlib.metadata import entry_points
@@ -191,8 +192,6 @@ def main(argv: list[str] | None = None) -> int:
             # Python's shutdown would collect every object the command's imports made, one by one: half
             # a second after `bertlab grade` (torch, nbgrader) has printed its last line. Frozen objects
             # are left to the operating system; files and processes were closed by then.
-            import gc
-
             gc.freeze()
 
 

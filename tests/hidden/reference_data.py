@@ -205,7 +205,7 @@ def warm() -> None:
     """Compute everything up front (the cohort grader calls this before grading)."""
     from bertlab import datasets
 
-    minilm()  # (loaded even when every value below is read back: the tests call it, and forked workers share it)
+    minilm()  # (loaded even when every value below is read back: the tests call it)
     tokenizer()
     trained_reps()
     for seed in UNTRAINED_SEEDS:
