@@ -3,8 +3,9 @@
 Processes (docs/architecture.md):
 
     main process        the course, the gradebook, the progress bar; never runs or imports student code
-      fork server       trusted: loads torch, MiniLM and the reference data once (grader/bertlab_grader/course/worker_preload.py)
-      N grader workers  trusted, forked from the fork server: run the hidden pytest suites, score,
+      fork server       trusted: imports torch, transformers and the hidden suites once (grader/bertlab_grader/course/worker_preload.py)
+      N grader workers  trusted, forked from the fork server: load MiniLM and the reference data while
+                        their sandbox starts, then run the hidden pytest suites, score,
                         build results dicts
         1 sandbox each  untrusted: a warm template (torch + MiniLM loaded once) that forks a fresh,
                         rlimited, bubblewrapped child per submission; values cross as data, never pickles
@@ -167,8 +168,9 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
         start_fork_server()  # its warm-up overlaps the checks and the gradebook set-up below
         check_sandbox(settings)
     # The gradebook set-up (several seconds of nbgrader) runs in a thread while the workers start: the
-    # first start waits for the fork server's warm-up (torch, MiniLM, reference data), and each
-    # worker's sandbox then warms up and grades the reference (the preflight) on its own.
+    # first start waits for the fork server's imports (torch, transformers, the hidden suites), and
+    # each worker then starts its sandbox, loads MiniLM and the reference data while the sandbox warms
+    # up, and grades the reference on its share of the tasks (the preflight).
     prepared: dict = {}
 
     def prepare() -> None:
