@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from bertlab_grader.core import kept_reference
+from bertlab_grader.performance.timing import one_torch_thread
 
 
 class Pair(NamedTuple):
@@ -44,9 +45,7 @@ def _toy(calls: list):
 def test_a_value_is_read_back_exactly_as_it_was_computed_and_computed_once(fresh_store):
     calls: list = []
     states = _toy(calls)
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         first = states(("a", "b"))
         assert states(("a", "b"), scale=1.0) is first, "a call by keyword and by position are one entry"
         kept_reference.save()
@@ -54,8 +53,6 @@ def test_a_value_is_read_back_exactly_as_it_was_computed_and_computed_once(fresh
         kept_reference._store = None  # as a new process finds it: the file only
         later_calls: list = []
         again = _toy(later_calls)(("a", "b"))
-    finally:
-        torch.set_num_threads(old)
     assert later_calls == [], "the value was computed again instead of read back"
     assert type(again[0]) is Pair and again[0].ids == (0, 1)
     assert torch.equal(again[0].states, first[0].states) and again[0].states.dtype == first[0].states.dtype
@@ -68,7 +65,7 @@ def test_only_values_computed_on_one_thread_are_kept(fresh_store):
     calls: list = []
     states = _toy(calls)
     old = torch.get_num_threads()
-    torch.set_num_threads(2)
+    torch.set_num_threads(2)  # (the one place a test needs a thread count other than one)
     try:
         states(("a",))
     finally:
@@ -82,12 +79,8 @@ def test_an_unreadable_file_is_computed_again_and_replaced(fresh_store):
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not a safetensors file")
     calls: list = []
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         _toy(calls)(("a", "b", "c"))
-    finally:
-        torch.set_num_threads(old)
     assert calls == [("a", "b", "c")]
     kept_reference.save()
     from safetensors import safe_open
@@ -109,12 +102,8 @@ def test_a_file_that_names_something_other_than_a_namedtuple_is_not_obeyed(fresh
     path = kept_reference.kept_file()
     path.parent.mkdir(parents=True)
     save_file({"t.0": torch.zeros(1)}, str(path), metadata={"entries": json.dumps(entries)})
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         value = states(("a",))
-    finally:
-        torch.set_num_threads(old)
     assert calls == [("a",)] and type(value[0]) is Pair
     assert not witness.exists()
 
@@ -129,12 +118,8 @@ def test_another_kit_writes_another_file_and_removes_the_older_one(fresh_store, 
     monkeypatch.setattr(torch, "__version__", torch.__version__ + "+other")
     try:
         assert kept_reference.kept_file().name != older.name
-        old = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_torch_thread():
             _toy([])(("a",))
-        finally:
-            torch.set_num_threads(old)
         kept_reference.save()
         assert kept_reference.kept_file().is_file() and not older.exists() and unrelated.exists()
     finally:
@@ -146,6 +131,7 @@ import hashlib, sys, torch
 torch.set_num_threads(1)
 from bertlab_grader.hidden import reference_data as data
 from bertlab_grader.core import kept_reference
+from bertlab_grader.performance.timing import one_torch_thread
 from bertlab import datasets
 data.warm()
 def tensors(v):

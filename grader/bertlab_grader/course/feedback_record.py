@@ -62,15 +62,21 @@ def folder_files(folder: Path) -> list[tuple[str, str]]:
     return out
 
 
-def fingerprint(rows: dict | None, autograded: Path, course_dir: Path) -> str:
-    """The fingerprint of one feedback page's inputs (the table in the module docstring)."""
+def rendering_setup(course_dir: Path) -> dict:
+    """What every page of the course is rendered with (read once per process): the versions of
+    nbgrader and nbconvert, and the course's nbgrader_config.py."""
     import nbconvert
     import nbgrader
 
     config = course_dir / "nbgrader_config.py"
-    inputs = {"version": FINGERPRINT_VERSION, "nbgrader": nbgrader.__version__, "nbconvert": nbconvert.__version__,
-              "config": hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None,
-              "gradebook": rows, "autograded": folder_files(autograded)}
+    return {"version": FINGERPRINT_VERSION, "nbgrader": nbgrader.__version__, "nbconvert": nbconvert.__version__,
+            "config": hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None}
+
+
+def fingerprint(setup: dict, rows: dict | None, autograded: Path) -> str:
+    """The fingerprint of one feedback page's inputs (the table in the module docstring): the
+    course's ``rendering_setup``, the gradebook's ``rows`` and the graded notebook's folder."""
+    inputs = {**setup, "gradebook": rows, "autograded": folder_files(autograded)}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -82,17 +88,18 @@ def keep_unchanged_feedback(record_dir: Path) -> Callable[[], None]:
     from nbgrader.converters.generate_feedback import GenerateFeedback
 
     rendered: dict[Path, str] = {}
-    opened: list = []  # the gradebook, opened at the first student and kept open (each opening: 30 ms)
+    opened: list = []  # the gradebook and the rendering set-up, at the first student (each opening: 30 ms)
     decide = GenerateFeedback.init_destination
 
     def init_destination(self, assignment_id: str, student_id: str) -> bool:
         if self.coursedir.student_id_exclude and student_id in self.coursedir.student_id_exclude.split(","):
             return False
         if not opened:
-            opened.append(Gradebook(self.coursedir.db_url, self.coursedir.course_id))
-        rows = submission_rows(opened[0], assignment_id, student_id)
+            opened[:] = [Gradebook(self.coursedir.db_url, self.coursedir.course_id),
+                         rendering_setup(Path(self.coursedir.root))]
+        gradebook, setup = opened
         source = Path(self._format_source(assignment_id, student_id))
-        now = fingerprint(rows, source, Path(self.coursedir.root))
+        now = fingerprint(setup, submission_rows(gradebook, assignment_id, student_id), source)
         kept = record_dir / assignment_id / student_id
         dest = Path(self._format_dest(assignment_id, student_id))
         pages = [dest / (Path(nb).stem + self.exporter.file_extension) for nb in source.glob("*.ipynb")]
@@ -107,8 +114,8 @@ def keep_unchanged_feedback(record_dir: Path) -> Callable[[], None]:
     GenerateFeedback.init_destination = init_destination
 
     def keep() -> None:
-        for gradebook in opened:
-            gradebook.close()
+        if opened:
+            opened[0].close()
         for path, now in rendered.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(now)
