@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
+import importlib.util
 import os
 from pathlib import Path
 
@@ -105,7 +107,14 @@ def import_model_code() -> None:
     model and tokenizer: about 2 s, most of a first load), and load nothing. A grader's fork server
     does this once, so that each worker forked from it loads only the weights (0.3 s)."""
     from transformers import AutoModel, AutoTokenizer, BertConfig  # noqa: F401
-    from transformers.models.bert import modeling_bert, tokenization_bert_fast  # noqa: F401
+    from transformers.models.bert import modeling_bert  # noqa: F401
+
+    # The fast (Rust-backed) tokenizer, which AutoTokenizer loads: transformers 4 keeps it in
+    # tokenization_bert_fast, transformers 5 in tokenization_bert (its slow one became _legacy).
+    for module in ("transformers.models.bert.tokenization_bert_fast", "transformers.models.bert.tokenization_bert"):
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module)
+            break
 
 
 def load_model(name: str = DEFAULT_MODEL):
