@@ -95,8 +95,11 @@ def main() -> int:
 
     log_path = root / "watch.log"
     with open(log_path, "w") as log:
+        # Ctrl-C's signal, as a terminal sends it: a benchmark started in the background (`cmd &`)
+        # ignores SIGINT, and a child would inherit that and never stop.
         watcher = subprocess.Popen(["bertlab", "grade", str(course), "--watch"], stdout=log,
-                                   stderr=subprocess.STDOUT, text=True)
+                                   stderr=subprocess.STDOUT, text=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             while "watching" not in log_path.read_text().lower():
                 if watcher.poll() is not None:

@@ -126,6 +126,64 @@ def test_another_kit_writes_another_file_and_removes_the_older_one(fresh_store, 
         kept_reference.kit_fingerprint.cache_clear()
 
 
+def test_a_process_that_writes_keeps_what_another_wrote_since_it_read(fresh_store):
+    """Two workers of a run learn different hints and each writes the file: the second keeps the
+    first's entries beside its own, instead of writing back what it read at its start."""
+    first_calls: list = []
+    with one_torch_thread():
+        kept_reference._load()  # the second worker read the (empty) file at its start ...
+        kept_reference._store, second_store = None, kept_reference._store
+        _toy(first_calls)(("a",))  # ... then the first computed a value and wrote the file
+        kept_reference.save()
+        kept_reference._store, kept_reference._new = second_store, set()
+        _toy([])(("b", "c"))  # the second computes another and writes
+        kept_reference.save()
+        kept_reference._store = None  # a third process finds both
+        later_calls: list = []
+        states = _toy(later_calls)
+        states(("a",)), states(("b", "c"))
+    assert later_calls == [], f"computed again: {later_calls}"
+
+
+def test_the_hints_read_back_the_bank_s_fingerprints_and_failures_as_computed(fresh_store):
+    """The hints' side of the bank (grading/hints.py) is kept like the reference data: every known
+    mistake's fingerprint, and which tests a mutant fails, read back in a new process equal to what
+    was computed, so a submission gets the same hint from a first grading process as from a later one."""
+    from bertlab_grader.grading import hints
+    from bertlab_grader.grading.scoring import mutant_failing_tests
+    from bertlab_grader.mutants.bank import FINGERPRINTS
+    from bertlab_grader.mutants.fingerprint import same
+
+    def bank_side() -> tuple[dict, dict]:
+        hints.known_mistakes.cache_clear()
+        records = {(entry.name, task): record for task in FINGERPRINTS
+                   for entry, record in hints.known_mistakes(task)}
+        records.update({("reference", task): hints.reference_record(task) for task in FINGERPRINTS})
+        failures = {name: mutant_failing_tests(name, task)
+                    for name, task in (("cka_always_value_error", "cka"), ("pool_always_value_error", "pooling"))}
+        return records, failures
+
+    with one_torch_thread():
+        computed = bank_side()
+        kept_reference.save()
+        kept_reference._store = None  # as a new process finds it: the file only
+        for fn in (hints.reference_record, hints.mistake_record, mutant_failing_tests):
+            fn.cache_clear()
+        read = bank_side()
+    assert kept_reference._new == set(), "a value was computed again instead of read back"
+    kept_keys = {kept_reference._key(fn.__wrapped__, key) for fn, keys in (
+        (hints.mistake_record, [k for k in computed[0] if k[0] != "reference"]),
+        (hints.reference_record, [(task,) for name, task in computed[0] if name == "reference"]),
+        (mutant_failing_tests, [(name, task) for name, task in (("cka_always_value_error", "cka"),
+                                                                ("pool_always_value_error", "pooling"))]))
+        for key in keys}
+    assert kept_keys <= kept_reference._store.keys(), "a value of the bank's side could not be kept"
+    assert read[0].keys() == computed[0].keys() and len(computed[0]) > len(FINGERPRINTS)
+    for key, record in computed[0].items():
+        assert same(read[0][key], record) and same(record, read[0][key]), f"{key}: the fingerprint read back differs"
+    assert read[1] == computed[1] and all(computed[1].values())
+
+
 _DIGEST_OF_WARM_DATA = """
 import hashlib, sys, torch
 torch.set_num_threads(1)

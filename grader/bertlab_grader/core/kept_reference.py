@@ -5,7 +5,9 @@ reference data before its first submission (``bertlab_grader.hidden.reference_da
 the untrained encoders' layer representations, the STS sentences' hidden states): about 3 s of one
 core, on the critical path of every `bertlab grade`. It is a pure function of the kit, the model, the
 data and the libraries, so the first process keeps what it computed in the kit's cache folder
-(``bertlab.cache.cache_root()``), and the next ones read it back in milliseconds.
+(``bertlab.cache.cache_root()``), and the next ones read it back in milliseconds. The hints' side of
+the mutant bank (each mutant's fingerprint, which hidden tests it fails: grading/hints.py) is kept the
+same way: up to 2 s of a wrong submission's grading otherwise.
 
     @kept                       # instead of @functools.lru_cache(maxsize=None)
     def trained_reps(): ...     # computed once per machine and kit; read back by later processes
@@ -21,7 +23,8 @@ What keeps this exact:
 - A fresh value is returned as it would be read back (a contiguous copy), so the first process
   grades with the very tensors the later ones read.
 - The file is safetensors (tensors and a JSON description of their structure): reading it runs no
-  code. A file that cannot be read is ignored and the values computed again.
+  code. A file that cannot be read is ignored and the values computed again. A process that writes
+  keeps what another wrote since it read the file (the two workers of a run learn different hints).
 Student code cannot change the file: the sandbox shows the system read-only, and hides the home folder
 (where the cache folder is unless BERTLAB_CACHE_DIR moves it). It holds nothing secret either: MiniLM's
 outputs on the kit's public data, which a student could compute.
@@ -129,20 +132,24 @@ def _decode(skeleton, tensors: Callable[[str], torch.Tensor]):
     return skeleton["value"]
 
 
+def _read(path: Path) -> dict[str, Any]:
+    """The entries of the kept file at ``path`` (none when it is missing or cannot be read)."""
+    if not path.is_file():
+        return {}
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            entries = json.loads(handle.metadata()["entries"])
+            return {key: _decode(skeleton, handle.get_tensor) for key, skeleton in entries.items()}
+    except Exception:  # noqa: BLE001 - an unreadable file is computed again, and replaced
+        return {}
+
+
 def _load() -> dict[str, Any]:
     global _store
     if _store is None:
-        _store = {}
-        path = kept_file()
-        if path.is_file():
-            try:
-                from safetensors import safe_open
-
-                with safe_open(str(path), framework="pt") as handle:
-                    entries = json.loads(handle.metadata()["entries"])
-                    _store = {key: _decode(skeleton, handle.get_tensor) for key, skeleton in entries.items()}
-            except Exception:  # noqa: BLE001 - an unreadable file is computed again, and replaced
-                _store = {}
+        _store = _read(kept_file())
     return _store
 
 
@@ -196,9 +203,12 @@ def save() -> None:
         return
     from safetensors.torch import save_file
 
+    path = kept_file()
+    # What another process kept since this one read the file (the other worker of a run, say) stays.
+    for key, value in _read(path).items():
+        _store.setdefault(key, value)
     tensors: dict[str, torch.Tensor] = {}
     entries = {key: _encode(value, tensors, f"e{i}") for i, (key, value) in enumerate(_store.items())}
-    path = kept_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

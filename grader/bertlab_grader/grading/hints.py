@@ -10,6 +10,12 @@ keeps its own message alone (``diagnose_failures``).
 
 A hint is written once, in the table of known mistakes (bertlab/mistakes.py), under the name of the
 mutant that makes that mistake: it never quotes hidden test source or expected arrays.
+
+The bank's side of a hint (each mutant's fingerprint, the reference's, and which hidden tests a mutant
+fails) is a pure function of the kit, computed on one torch thread: it is kept on disk with the hidden
+suites' reference data (grader/bertlab_grader/core/kept_reference.py), so that a grading process that
+meets a known mistake reads it back instead of fingerprinting the task's mutants and grading one of
+them again (up to 2 s of a late hand-in's wait).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from typing import Callable, Iterable, Optional
 from bertlab.mistakes import find as find_mistake
 
 from bertlab.implementations import load_implementation, load_directory
-from bertlab_grader.mutants.bank import FINGERPRINTS, load_bank
+from bertlab_grader.core.kept_reference import kept
+from bertlab_grader.mutants.bank import FINGERPRINTS, bank_entry, load_bank
 from bertlab_grader.mutants.fingerprint import FingerprintAborted, pruned_by, same
 
 
@@ -33,20 +40,24 @@ def fingerprint(impl, task: str) -> dict:
     return FINGERPRINTS[task](impl)
 
 
-@functools.lru_cache(maxsize=None)
+@kept
 def reference_record(task: str) -> dict:
+    """The reference's fingerprint for ``task`` (kept on disk: the module docstring)."""
     return fingerprint(load_implementation("reference"), task)
+
+
+@kept
+def mistake_record(name: str, task: str) -> dict:
+    """The fingerprint for ``task`` of the bank's mutant ``name`` (kept on disk: the module docstring)."""
+    return fingerprint(load_directory(bank_entry(name).path), task)
 
 
 @functools.lru_cache(maxsize=None)
 def known_mistakes(task: str) -> tuple:
     """((entry, record), ...) for every mutant of ``task`` whose known mistake (its record in
-    bertlab/mistakes.py) a fingerprint can show, i.e. that carries a hint (computed once)."""
-    found = []
-    for entry in load_bank(kinds=("mutant",)):
-        if entry.task == task and entry.hint:  # a known mistake that a fingerprint can show
-            found.append((entry, fingerprint(load_directory(entry.path), task)))
-    return tuple(found)
+    bertlab/mistakes.py) a fingerprint can show, i.e. that carries a hint."""
+    return tuple((entry, mistake_record(entry.name, task)) for entry in load_bank(kinds=("mutant",))
+                 if entry.task == task and entry.hint)  # a known mistake that a fingerprint can show
 
 
 def matching_mistakes(impl, task: str) -> list:
@@ -88,17 +99,18 @@ def remember_mutant_failures(name: str, task: str, failing: Iterable[str]) -> No
     _MUTANT_FAILURES[(name, task)] = frozenset(failing)
 
 
-#: grade(impl, task) -> the names of the hidden tests of ``task`` that ``impl`` fails (scoring.py's
-#: grading, passed in by its caller: this module is below the grading in the house).
-Grade = Callable[[object, str], Iterable[str]]
+#: grade(mutant name, task) -> the names of the hidden tests of ``task`` that the bank's mutant fails
+#: (scoring.py's grading, passed in by its caller: this module is below the grading in the house).
+Grade = Callable[[str, str], Iterable[str]]
 
 
 def mutant_fails(entry, task: str, grade: Grade) -> frozenset:
-    """The names of the hidden tests of ``task`` that the bank entry ``entry`` fails: graded once per
-    process by ``grade``, in process (the bank is the kit's own code; the sandbox is for students')."""
+    """The names of the hidden tests of ``task`` that the bank entry ``entry`` fails: what the audit
+    handed over, else ``grade``'s answer (in process: the bank is the kit's own code; the sandbox is
+    for students')."""
     key = (entry.name, task)
     if key not in _MUTANT_FAILURES:
-        remember_mutant_failures(entry.name, task, grade(load_directory(entry.path), task))
+        remember_mutant_failures(entry.name, task, grade(entry.name, task))
     return _MUTANT_FAILURES[key]
 
 

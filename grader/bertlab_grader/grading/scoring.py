@@ -56,6 +56,7 @@ import pytest
 
 from bertlab.tasks import GRADED_TASKS
 from bertlab_grader.core.failures import GraderFailure
+from bertlab_grader.core.kept_reference import kept, save as save_kept
 from bertlab_grader.grading.segments import Part, PartResult
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance.timing import POINTS_PROPERTY, RATIO_PROPERTY, one_torch_thread
@@ -424,6 +425,10 @@ def attach_hints(impl, tests: list[dict]) -> None:
     no_retry = getattr(impl, "no_retry_of_hung_calls", contextlib.nullcontext)
     with no_retry():
         _diagnose_failing_tasks(impl, tests)
+    try:
+        save_kept()  # what the hints computed of the bank, for the next grading process (nothing new: no write)
+    except Exception:  # noqa: BLE001 - keeping it is a saving, never a cost to a grade
+        pass
 
 
 def _diagnose_failing_tasks(impl, tests: list[dict]) -> None:
@@ -434,7 +439,7 @@ def _diagnose_failing_tasks(impl, tests: list[dict]) -> None:
         if not failing:
             continue
         try:
-            hints = diagnose_failures(impl, task, [t["name"] for t in failing], grade=failing_test_names)
+            hints = diagnose_failures(impl, task, [t["name"] for t in failing], grade=mutant_failing_tests)
         except Exception:  # noqa: BLE001 - a hint is a bonus; never let it cost a grade
             hints = {}
         for t in failing:  # only the tests the matched mistake explains (its mutant fails them too)
@@ -446,6 +451,17 @@ def failing_test_names(impl, task: str) -> list[str]:
     """The names of the hidden tests of ``task`` that ``impl`` does not pass (no hints)."""
     result = run_hidden_suite(impl, student="mutant", tasks=[task], hints=False)
     return [t["name"] for t in result["tests"] if t["outcome"] != "passed"]
+
+
+@kept
+def mutant_failing_tests(name: str, task: str) -> tuple[str, ...]:
+    """The names of the hidden tests of ``task`` that the bank's mutant ``name`` does not pass, graded
+    in process (the bank is the kit's own code): once per kit and machine, then read back from the
+    kit's cache folder (grader/bertlab_grader/core/kept_reference.py)."""
+    from bertlab.implementations import load_directory
+    from bertlab_grader.mutants.bank import bank_entry
+
+    return tuple(failing_test_names(load_directory(bank_entry(name).path), task))
 
 
 def max_points_by_task(tasks: Optional[Iterable[str]] = None) -> dict[str, float]:

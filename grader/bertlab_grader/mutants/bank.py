@@ -79,3 +79,11 @@ def load_bank(only: Optional[str] = None, kinds=("mutant", "variant")) -> list[E
                 entries.append(Entry(r.name, kind, r.task, r.file, r.description, getattr(r, "hint", ""),
                                      _materialise(r, kind)))
     return entries
+
+
+def bank_entry(name: str) -> Entry:
+    """The bank's entry named exactly ``name`` (a mutant or a variant)."""
+    for entry in load_bank(only=name):
+        if entry.name == name:
+            return entry
+    raise KeyError(f"the mutant bank has no entry named {name!r}")
