@@ -345,6 +345,49 @@ def test_external_database_url(tmp_path, postgres_url):
     assert (course / "feedback" / student / assignment / f"{assignment}.html").is_file()
 
 
+def test_recording_the_same_result_again_builds_no_notebook_and_any_change_rebuilds_it(tmp_path, monkeypatch):
+    """Every run re-records the unchanged students' results (the gradebook may have been reset): their
+    graded notebooks, already what a build would give (feedback.py, notebook_stamp), are not built and
+    written again. A changed result, changed files, or a notebook edited or deleted on disk is."""
+    from bertlab_grader.course import gradebook
+    from bertlab_grader.course.feedback import build_graded_notebook
+
+    settings = CourseSettings(tmp_path / "course", ASSIGNMENT)
+    init_course(settings, MAX_POINTS)
+    folder = settings.root / "submitted" / "alice" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    for name, text in GOOD_SOURCES.items():
+        (folder / name).write_text(text)
+    built = []
+    monkeypatch.setattr(gradebook, "build_graded_notebook",
+                        lambda *args: built.append(args[2]["score"]) or build_graded_notebook(*args))
+    notebook = record_result(settings, alice_first()) / f"{ASSIGNMENT}.ipynb"
+    first = notebook.read_text()
+
+    def recorded_again(result) -> bool:
+        before = len(built)
+        record_result(settings, result)
+        return len(built) > before
+
+    assert not recorded_again(alice_first()) and notebook.read_text() == first
+    assert recorded_again(alice_second()), "a changed result kept the old notebook"
+    assert not recorded_again(alice_second())
+    (folder / "cka.py").write_text(GOOD_SOURCES["cka.py"] + "\n# changed\n")
+    assert recorded_again(alice_second()), "changed files kept the notebook that shows the old ones"
+    assert "# changed" in notebook.read_text()
+    notebook.write_text(notebook.read_text().replace('"cells"', '"cells" ', 1).replace("bertlab_built_from", "x"))
+    assert recorded_again(alice_second()), "a notebook edited on disk was kept"
+    notebook.unlink()
+    assert recorded_again(alice_second()) and notebook.is_file()
+    # What stays on disk is the notebook a fresh build gives, byte for byte.
+    from bertlab_grader.course.submissions import submitted_sources
+    import nbformat
+
+    fresh = build_graded_notebook(ASSIGNMENT, course_max_points(settings), validate_result(alice_second()),
+                                  submitted_sources(settings.root, "alice", ASSIGNMENT))
+    assert notebook.read_text() == nbformat.v4.writes(fresh) + "\n"
+
+
 def test_record_result_rejects_malformed_results(course, tmp_path):
     bad = alice_second()
     bad["tests"][0]["outcome"] = "skipped"

@@ -23,7 +23,7 @@ from bertlab.fileio import atomic_write_text
 from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.course.adjustments import (SET_ASIDE, Adjustment, apply_rule, files_changed, previous_digest,
                                                remember_set_aside)
-from bertlab_grader.course.feedback import build_graded_notebook
+from bertlab_grader.course.feedback import build_graded_notebook, notebook_stamp, stamp_of
 from bertlab_grader.course.nbgrader_main import ARGS_FILE, FEEDBACK_RECORD
 
 from bertlab_grader.core.points import POINTS_EPSILON
@@ -308,11 +308,15 @@ def record_results(settings: CourseSettings, entries: list[dict], *,
                 files = entry.get("sources")
                 if files is None:
                     files = submitted_sources(course_dir, student, assignment)
-                nb = build_graded_notebook(assignment, max_points, result, files)
-                dest.mkdir(parents=True, exist_ok=True)
-                # nbformat.v4.writes, not nbformat.writes: the latter validates the notebook against its
-                # schema only to log what it finds; the kit's tests validate this notebook.
-                atomic_write_text(dest / f"{assignment}.ipynb", nbformat.v4.writes(nb) + "\n", sync=sync)
+                notebook = dest / f"{assignment}.ipynb"
+                # The same result recorded again (an unchanged student, re-synced every run): the notebook
+                # on disk is already the one this would build (feedback.py, notebook_stamp).
+                if stamp_of(notebook) != notebook_stamp(assignment, max_points, result, files):
+                    nb = build_graded_notebook(assignment, max_points, result, files)
+                    dest.mkdir(parents=True, exist_ok=True)
+                    # nbformat.v4.writes, not nbformat.writes: the latter validates the notebook against its
+                    # schema only to log what it finds; the kit's tests validate this notebook.
+                    atomic_write_text(notebook, nbformat.v4.writes(nb) + "\n", sync=sync)
                 if entry.get("timestamp"):
                     atomic_write_text(dest / "timestamp.txt", entry["timestamp"] + "\n", sync=sync)
                 secret = course_dir / "submitted" / student / assignment / "submission_secret.txt"

@@ -70,10 +70,16 @@ def require_graded_assignment(settings: CourseSettings) -> None:
                          f"`bertlab grade {course} --assignment {assignment}`. Nothing was written.")
 
 
+def check_course_folder(settings: CourseSettings, empty_ok: bool = False) -> None:
+    """The first, cheap part of ``check_course_for_grading``: the folder and its submissions (what a
+    mistyped path fails), before `bertlab grade` starts any process."""
+    require_course_folder(settings.root, settings.assignment)
+    require_submissions(settings.root, settings.assignment, empty_ok=empty_ok)
+
+
 def check_course_for_grading(settings: CourseSettings, empty_ok: bool = False) -> None:
     """What `bertlab grade` (and `bertlab doctor COURSE`) needs: the folder, submissions (an empty
     submitted/ with ``empty_ok``: `bertlab grade --watch` waits for the first hand-in), the
     assignment, a gradebook that opens."""
-    require_course_folder(settings.root, settings.assignment)
-    require_submissions(settings.root, settings.assignment, empty_ok=empty_ok)
+    check_course_folder(settings, empty_ok)
     require_known_assignment(settings)

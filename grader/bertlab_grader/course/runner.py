@@ -59,7 +59,7 @@ from bertlab_grader.course import config as course_config, gradebook as course_g
 from bertlab_grader.course import results as course_results, submissions as course_submissions
 from bertlab_grader.course.pool import (check_sandbox, pool_results, default_workers, start_fork_server,
                                         start_workers, stop_workers)
-from bertlab_grader.course.preconditions import check_course_for_grading
+from bertlab_grader.course.preconditions import check_course_folder, check_course_for_grading
 from bertlab_grader.course.results import format_gradebook
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import handin_notes
@@ -123,6 +123,12 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
 
     Copies: submissions with identical files (the same digest) are graded once, and each copy is
     recorded with that result under its own name (unless ``options.grade_copies_once`` is False)."""
+    if warm_pool is None and not options.on_cluster:
+        # Once the folder is known to be a course: the workers' fork server imports torch, transformers
+        # and the hidden suites (4 s of one core) while this process reads the course on the other. A
+        # run with nothing to grade leaves it unused; it ends with this process.
+        check_course_folder(settings, empty_ok=options.empty_ok)
+        start_fork_server()
     from bertlab_grader.grading.scoring import max_points_by_task
 
     course, assignment = settings.root, settings.assignment
@@ -165,7 +171,6 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
     if todo and options.on_cluster:  # connect first: an unreachable scheduler changes nothing (exit 2)
         grading = _start_cluster(stack, settings, options)
     elif todo and warm_pool is None:
-        start_fork_server()  # its warm-up overlaps the checks and the gradebook set-up below
         check_sandbox(settings)
     # The gradebook set-up (several seconds of nbgrader) runs in a thread while the workers start: the
     # first start waits for the fork server's imports (torch, transformers, the hidden suites), and
