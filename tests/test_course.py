@@ -536,6 +536,18 @@ def test_read_submission_sources_refuses_large_undecodable_and_linked_files(tmp_
     assert read_submission_sources(tmp_path / "missing") == {}
 
 
+def test_the_feedback_is_split_by_the_pages_a_run_renders_not_by_the_class_size():
+    from bertlab_grader.course.gradebook import feedback_parts
+
+    class_of_60 = [f"s{i:02d}" for i in range(60)]
+    assert feedback_parts(class_of_60, processes=2) == 2  # every page (a first run, an upgrade)
+    assert feedback_parts(class_of_60, processes=2, changed=60) == 2
+    assert feedback_parts(class_of_60, processes=2, changed=1) == 1  # a late hand-in: one page, one process
+    assert feedback_parts(class_of_60, processes=8, changed=49) == 1
+    assert feedback_parts(class_of_60, processes=8, changed=50) == 2
+    assert feedback_parts([*class_of_60, "a,b"], processes=2) == 1
+
+
 @pytest.mark.slow  # (over 5 s each, or many cases: the fast loop leaves it to the whole suite)
 def test_cohort_export_and_feedback_split_over_processes(tmp_path):
     """The cohort path: 50 results recorded through one open gradebook, then `nbgrader export` and two

@@ -408,7 +408,8 @@ def generate_feedback(settings: CourseSettings, student: str | None = None, time
 
 
 def export_and_feedback(settings: CourseSettings, students: list[str] | None = None, processes: int = 1,
-                        timeout: float = 600, feedback_of: str | None = None) -> tuple[Path, Path]:
+                        timeout: float = 600, feedback_of: str | None = None,
+                        changed: int | None = None) -> tuple[Path, Path]:
     """``nbgrader export`` and ``nbgrader generate_feedback``, run side by side; the feedback split over
     ``processes`` nbgrader processes, each excluding the other parts' ``students``
     (``--CourseDirectory.student_id_exclude``). Returns (grades.csv, feedback folder).
@@ -421,7 +422,9 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
     (tests/test_course.py).
 
     ``feedback_of``: render the feedback of that one student only (`bertlab grade --watch`, after each
-    hand-in: the others' feedback has not changed); the export still lists everyone.
+    hand-in: the others' feedback has not changed); the export still lists everyone. ``changed``: how
+    many of ``students`` this run recorded a new result for (default: all of them); the others' pages
+    are most likely rendered already (below), so only that many pages decide whether splitting pays.
 
     A page whose inputs (the graded notebook, the gradebook's rows, nbgrader's version and the course's
     config) have not changed since it was rendered is left as it is (feedback_record.py; its record
@@ -437,9 +440,7 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
     if feedback_of is not None:
         check_name("student", feedback_of)
         students = []  # one part, for one student (below)
-    parts = max(1, min(processes, len(students) // 25))
-    if any("," in s for s in students):  # the exclude list is comma-separated: do not split then
-        parts = 1
+    parts = feedback_parts(students, processes, changed)
     # Each part's list of the students it leaves out goes through a file (nbgrader_main.py's
     # --bertlab-args-file): on the command line one argument may not exceed 128 KiB.
     lists = Path(tempfile.mkdtemp(prefix="feedback-parts-", dir=_bertlab_dir(course_dir)))
@@ -466,6 +467,18 @@ def export_and_feedback(settings: CourseSettings, students: list[str] | None = N
         return _finish(procs, course_dir, dest, timeout)
     finally:
         shutil.rmtree(lists, ignore_errors=True)
+
+
+def feedback_parts(students: list[str], processes: int, changed: int | None = None) -> int:
+    """Over how many nbgrader processes ``export_and_feedback`` splits the feedback: one for every 25
+    pages to render, at most ``processes``. The pages to render are ``changed`` of the ``students``
+    (default: all): each extra process costs its start-up (about 1.5 s of a core), which pays only
+    when it renders dozens of pages. Never split when a student id holds a comma (the exclude list
+    is comma-separated)."""
+    if any("," in s for s in students):
+        return 1
+    to_render = len(students) if changed is None else max(0, min(changed, len(students)))
+    return max(1, min(processes, to_render // 25))
 
 
 def _bertlab_dir(course_dir: Path) -> Path:

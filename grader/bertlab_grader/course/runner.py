@@ -266,8 +266,10 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
         print(f"\n{summary.stopped}", file=sys.stderr)
     if results:
         try:
+            # (Split over processes by the pages this run changed: a late hand-in's run renders one.)
             grades, feedback = course_gradebook.export_and_feedback(settings, students=sorted(results),
-                                                                    processes=default_workers())
+                                                                    processes=default_workers(),
+                                                                    changed=len(writer.written) - len(summary.unchanged))
         except course_config.CourseError as exc:
             summary.stopped = summary.stopped or f"the export or the feedback failed: {exc}"
             grades = feedback = None
