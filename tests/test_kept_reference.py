@@ -155,7 +155,10 @@ def test_the_hints_read_back_the_bank_s_fingerprints_and_failures_as_computed(fr
     from bertlab_grader.mutants.fingerprint import same
 
     def bank_side() -> tuple[dict, dict]:
-        hints.known_mistakes.cache_clear()
+        # As a new process starts: nothing held in memory (an earlier test may have computed these on
+        # two threads, values this process holds but never keeps).
+        for fn in (hints.known_mistakes, hints.reference_record, hints.mistake_record, mutant_failing_tests):
+            fn.cache_clear()
         records = {(entry.name, task): record for task in FINGERPRINTS
                    for entry, record in hints.known_mistakes(task)}
         records.update({("reference", task): hints.reference_record(task) for task in FINGERPRINTS})
@@ -167,8 +170,6 @@ def test_the_hints_read_back_the_bank_s_fingerprints_and_failures_as_computed(fr
         computed = bank_side()
         kept_reference.save()
         kept_reference._store = None  # as a new process finds it: the file only
-        for fn in (hints.reference_record, hints.mistake_record, mutant_failing_tests):
-            fn.cache_clear()
         read = bank_side()
     assert kept_reference._new == set(), "a value was computed again instead of read back"
     kept_keys = {kept_reference._key(fn.__wrapped__, key) for fn, keys in (
