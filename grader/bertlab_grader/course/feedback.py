@@ -188,16 +188,18 @@ def stamp_of(path: Path) -> str | None:
 
 
 def build_graded_notebook(assignment: str, max_points: Mapping[str, float],
-                          result: Mapping, sources: Mapping[str, str] | None = None) -> nbformat.NotebookNode:
+                          result: Mapping, sources: Mapping[str, str] | None = None,
+                          stamp: str | None = None) -> nbformat.NotebookNode:
     """The student's graded notebook: the source cells, each grade cell showing its task's tests and
     followed by the student's file for that task (``sources``, a ``SubmissionSources``; none when not
-    given), then any other file handed in. Its metadata holds its ``notebook_stamp``."""
+    given), then any other file handed in. Its metadata holds its ``notebook_stamp`` (``stamp``: that
+    stamp, when the caller has already worked it out)."""
     from nbformat.v4 import new_notebook
 
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.metadata["language_info"] = {"name": "python"}
-    nb.metadata[STAMP_KEY] = notebook_stamp(assignment, max_points, result, sources)
+    nb.metadata[STAMP_KEY] = stamp or notebook_stamp(assignment, max_points, result, sources)
     nb.cells.append(new_markdown_cell(_intro(assignment, max_points), id="bertlab-intro"))
     by_task: dict[str, list] = {task: [] for task in max_points}
     for t in result.get("tests", []):

@@ -311,8 +311,9 @@ def record_results(settings: CourseSettings, entries: list[dict], *,
                 notebook = dest / f"{assignment}.ipynb"
                 # The same result recorded again (an unchanged student, re-synced every run): the notebook
                 # on disk is already the one this would build (feedback.py, notebook_stamp).
-                if stamp_of(notebook) != notebook_stamp(assignment, max_points, result, files):
-                    nb = build_graded_notebook(assignment, max_points, result, files)
+                stamp = notebook_stamp(assignment, max_points, result, files)
+                if stamp_of(notebook) != stamp:
+                    nb = build_graded_notebook(assignment, max_points, result, files, stamp)
                     dest.mkdir(parents=True, exist_ok=True)
                     # nbformat.v4.writes, not nbformat.writes: the latter validates the notebook against its
                     # schema only to log what it finds; the kit's tests validate this notebook.
