@@ -592,7 +592,7 @@ def test_cohort_export_and_feedback_split_over_processes(tmp_path):
 @pytest.mark.slow  # (five nbgrader processes: about 10 s)
 def test_feedback_is_rendered_again_only_where_what_it_shows_changed(tmp_path):
     """A run renders a feedback page only when the graded notebook, the gradebook's rows (a manual
-    grade given in formgrader) or the page itself changed since it was rendered
+    grade given in formgrader, a late penalty) or the page itself changed since it was rendered
     (grader/bertlab_grader/course/feedback_record.py); what it renders is what nbgrader's own command writes."""
     import shutil
 
@@ -602,7 +602,7 @@ def test_feedback_is_rendered_again_only_where_what_it_shows_changed(tmp_path):
     (course / "submitted").mkdir(parents=True)
     settings = CourseSettings(course, ASSIGNMENT)
     init_course(settings, max_points=MAX_POINTS)
-    students = ["ann", "bob", "cat", "dan"]
+    students = ["ann", "bob", "cat", "dan", "eve"]
     for student in students:
         record_result(settings, error_result(student, ASSIGNMENT, "set-up", MAX_POINTS))
     page = {s: course / "feedback" / s / ASSIGNMENT / f"{ASSIGNMENT}.html" for s in students}
@@ -618,13 +618,14 @@ def test_feedback_is_rendered_again_only_where_what_it_shows_changed(tmp_path):
     task = next(iter(MAX_POINTS))
     with Gradebook(settings.gradebook_url) as gb:  # a manual grade, as formgrader gives it
         gb.find_grade(task, ASSIGNMENT, ASSIGNMENT, "bob").manual_score = 1.5
+        gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, "ann").late_submission_penalty = 1.0
         gb.db.commit()
     notebook = course / "autograded" / "cat" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     notebook.write_text(notebook.read_text().replace("set-up", "set-up (regraded)"))
     page["dan"].unlink()
     export_and_feedback(settings, students=students)
     now = written()
-    assert [s for s in students if now[s] != first[s]] == ["bob", "cat", "dan"]
+    assert [s for s in students if now[s] != first[s]] == ["ann", "bob", "cat", "dan"]
     assert "Score: 1.5" in page["bob"].read_text()
     assert "set-up (regraded)" in page["cat"].read_text()
 

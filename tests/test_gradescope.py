@@ -349,14 +349,14 @@ def test_without_bubblewrap_it_grades_unsafe_only_if_allowed(monkeypatch):
 
 
 def test_lock_hidden_files_leaves_the_worker_what_it_imports(tmp_path):
-    from bertlab_grader.sandbox import launcher
+    from bertlab_grader.sandbox import template_process
 
     # What the server needs of the instructor package is the one folder the sandbox shows it.
     from bertlab_grader.core.locations import PACKAGE_DIR
-    from bertlab_grader.sandbox.launcher import SANDBOX_INSIDE_DIR
+    from bertlab_grader.sandbox.template_process import SANDBOX_INSIDE_DIR
 
     assert gradescope.WORKER_NEEDS == (SANDBOX_INSIDE_DIR.relative_to(PACKAGE_DIR).as_posix(),)
-    assert launcher.SERVER_FILE.parent == SANDBOX_INSIDE_DIR
+    assert template_process.SERVER_FILE.parent == SANDBOX_INSIDE_DIR
 
     package, source = tmp_path / "bertlab_grader", tmp_path / "source"
     for folder in (package / "sandbox" / "inside", package / "hidden", package / "solutions", package / "course",

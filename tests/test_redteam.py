@@ -20,7 +20,7 @@ import torch
 
 from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.sandbox.remote import Remote, StudentError, SubmissionCrashed, SubmissionTimeout
-from bertlab_grader.sandbox import launcher
+from bertlab_grader.sandbox import bubblewrap, launcher
 from bertlab_grader.sandbox.launcher import Sandbox
 
 KIT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def sb():
     # Skipped only where bubblewrap is not installed at all. Where it is installed but cannot create
     # its namespaces, Sandbox() raises SandboxUnavailable and every test here fails: that is a broken
     # sandbox, and a skip would hide it.
-    if launcher.find_bwrap() is None:
+    if bubblewrap.find_bwrap() is None:
         pytest.skip("bubblewrap (bwrap) is not installed: the red-team suite needs the real sandbox")
     # No MiniLM here (no test needs it), and a smaller memory budget so the hoarder fails fast.
     sandbox = Sandbox(kit_root=KIT, hide=[], timeout_s=3.0, memory_mb=1024, preload=(), control_timeout_s=3.0)
@@ -123,7 +123,7 @@ def test_replacing_the_kits_probe_changes_nothing_the_grader_calls():
     from bertlab.probes import run_probe
     from bertlab.teaching.siamese import disjoint_pair_batch
 
-    if launcher.find_bwrap() is None:
+    if bubblewrap.find_bwrap() is None:
         pytest.skip("bubblewrap (bwrap) is not installed: the red-team suite needs the real sandbox")
     model = named_model("tiny-bert-seed41")
     (ids_a, mask_a), (ids_b, mask_b) = disjoint_pair_batch(seed=41)

@@ -27,14 +27,14 @@ import torch
 
 from bertlab_grader.core.failures import GraderFailure
 from bertlab_grader.sandbox.remote import StudentError, SubmissionCrashed, SubmissionTimeout
-from bertlab_grader.sandbox import bubblewrap, launcher
+from bertlab_grader.sandbox import bubblewrap, launcher, template_process
 from bertlab_grader.sandbox.bubblewrap import SandboxUnavailable, bubblewrap_status
 from bertlab_grader.sandbox.launcher import FALLBACK_WARNING, Sandbox, SandboxError
 
 KIT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(__file__).resolve().parent / "redteam_submissions"
 SECRET = "SECRET-GRADEBOOK-7f3a"
-BWRAP_INSTALLED = launcher.find_bwrap() is not None
+BWRAP_INSTALLED = bubblewrap.find_bwrap() is not None
 
 
 def sources(name: str, **extra: str) -> dict[str, str]:
@@ -551,7 +551,7 @@ def test_writes_only_in_its_own_scratch_space(isolated, course):
     # install that lives under /tmp is shown back (read-only; e.g. a fresh clone under /tmp).
     tmp = Path(os.path.realpath("/tmp"))
     shown = [Path(os.path.realpath(p)) for p in (KIT, sys.prefix, sys.base_prefix)]
-    # (.bertlab-kit: the sandboxed server's folder, read-only; see Sandbox._inside_root)
+    # (.bertlab-kit: the sandboxed server's folder, read-only; see TemplateCommand.inside_root)
     expected_tmp = sorted({"job", ".bertlab-kit"} | {p.relative_to(tmp).parts[0] for p in shown if tmp in p.parents})
     with isolated.session({"cka.py": SNOOP}) as impl:
         assert impl.cka.probe(["/tmp", cwd]) == {"/tmp": expected_tmp, cwd: []}
@@ -565,12 +565,11 @@ def test_installed_copies_of_secret_packages_are_hidden(monkeypatch, where):
 
     site = Path(sysconfig.get_paths()["purelib"]).resolve()  # where pip installs the kit for this Python
     installed = (site if where == "site" else Path("/usr/lib/python3/dist-packages")) / "bertlab_grader"
-    assert launcher.SECRET_PACKAGES == ("bertlab_grader",)
-    real = launcher.package_dir
-    monkeypatch.setattr(launcher, "package_dir", lambda name: installed if name == "bertlab_grader" else real(name))
-    sandbox = Sandbox.__new__(Sandbox)  # only the command line, no process
-    sandbox.kit_root, sandbox.hide, sandbox.isolated = KIT, [], True
-    args = sandbox._bwrap_args()
+    assert template_process.SECRET_PACKAGES == ("bertlab_grader",)
+    real = template_process.package_dir
+    monkeypatch.setattr(template_process, "package_dir",
+                        lambda name: installed if name == "bertlab_grader" else real(name))
+    args = template_process.TemplateCommand(KIT, [], isolated=True, uid=65534).bwrap_args()  # no process
     mounts = list(zip(args, args[1:]))
     assert ("--tmpfs", str(installed)) in mounts
     hidden_by = [b for a, b in mounts if a == "--tmpfs" and (Path(b) == KIT or Path(b) in KIT.parents)]
@@ -626,7 +625,7 @@ def test_the_template_preloads_every_named_model_the_hidden_suites_use():
     used |= {f"tiny-bert-seed{k}" for path in hidden.glob("*.py")
              for k in re.findall(r"""["']tiny-bert-seed(\d+)["']""", path.read_text())}
     assert used, "found no named models in the hidden suites: has the suite changed how it names them?"
-    assert used <= set(launcher.DEFAULT_PRELOAD), sorted(used - set(launcher.DEFAULT_PRELOAD))
+    assert used <= set(template_process.DEFAULT_PRELOAD), sorted(used - set(template_process.DEFAULT_PRELOAD))
 
 
 # ------------------------------------------------------------------------------ failing closed
@@ -731,13 +730,13 @@ def test_a_template_that_dies_before_it_is_ready_is_the_graders_failure():
 def test_mounts_that_stop_the_template_are_named_in_bubblewraps_own_words(monkeypatch):
     """The mounts are tried only when the template does not come up (a trial start per worker cost
     seconds of every cohort's start-up); then bwrap's own words say what is wrong."""
-    real = launcher.Sandbox._bwrap_args
+    real = template_process.TemplateCommand.bwrap_args
 
     def with_a_missing_source(self):
         bwrap, *options = real(self)
         return [bwrap, "--ro-bind", "/nonexistent-bertlab-mount", "/mnt/missing", *options]
 
-    monkeypatch.setattr(launcher.Sandbox, "_bwrap_args", with_a_missing_source)
+    monkeypatch.setattr(template_process.TemplateCommand, "bwrap_args", with_a_missing_source)
     sandbox = Sandbox(kit_root=KIT, preload=(), start_timeout_s=30.0)
     try:
         with pytest.raises(SandboxError, match="cannot start with its mounts") as info:

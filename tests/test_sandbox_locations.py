@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pytest
 
-from bertlab_grader.sandbox import launcher
+from bertlab_grader.sandbox import bubblewrap, launcher
 from bertlab_grader.core.locations import REFERENCE_DIR
 from venvs import copy_kit_sources, install_source, make_venv, this_site_packages, venv_purelib
 
-if launcher.find_bwrap() is None:
+if bubblewrap.find_bwrap() is None:
     pytest.skip("bubblewrap (bwrap) is not installed: the sandbox cannot run here", allow_module_level=True)
 
 KIT = Path(__file__).resolve().parents[1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -104,11 +105,11 @@ CASES = {name: folder for name, folder in CASES.items() if folder.is_dir()}  # a
 
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory):
-    from bertlab_grader.sandbox import launcher
+    from bertlab_grader.sandbox import bubblewrap
     from bertlab_grader.sandbox.launcher import Sandbox
     from bertlab_grader.grading.scoring import warm_up
 
-    if launcher.find_bwrap() is None:
+    if bubblewrap.find_bwrap() is None:
         pytest.skip("bubblewrap (bwrap) is not installed: grading needs the real sandbox")
     # A 3 s limit instead of 20 s: the hangs cost less, and both ways of grading share it. A 1 GiB
     # memory budget instead of 3: erin's memory bomb meets it after about 2 s of work, not 5 s, so it
@@ -205,6 +206,43 @@ def test_a_split_submission_is_reported_once_with_its_final_part_result():
     payload = segments.PartResult(whole, {}).to_json()
     assert schedule.finished(final, "part", payload) == (final.submission, whole, None)
     assert not schedule and not schedule.done
+
+
+def test_a_split_submissions_parts_go_out_longest_first_by_their_last_seconds(tmp_path):
+    """The parts of a split submission are handed out longest first, by how long each took when last
+    graded (registry order where none is known): the final part waits for the last of them. What
+    the parts take now is recorded, kept in the course, and read back by the next run; a record that
+    cannot be read orders nothing."""
+    from bertlab_grader.course.schedule import Schedule, keep_part_seconds, read_part_seconds
+
+    def order(seconds) -> list[int]:
+        from types import SimpleNamespace
+
+        schedule = Schedule([SimpleNamespace(student="s0")], 2, seconds)
+        return [schedule.take().part.segment for _ in range(segments.FINAL)]
+
+    names = [segments.segment_name(i) for i in range(segments.FINAL)]
+    assert order(None) == list(range(segments.FINAL))
+    assert order({names[-1]: 3.0, names[0]: 1.0}) == [segments.FINAL - 1, 0, *range(1, segments.FINAL - 1)]
+    assert order({name: float(i) for i, name in enumerate(names)}) == list(reversed(range(segments.FINAL)))
+
+    seconds: dict = {}
+    schedule = Schedule([SimpleNamespace(student="s0")], 2, seconds)
+    parts = [schedule.take() for _ in range(segments.FINAL)]
+    for k, job in enumerate(parts):
+        schedule.finished(job, "part", _part_payload(job), seconds=0.5 + k)
+    final = schedule.take()
+    schedule.finished(final, "part", segments.PartResult({"tests": []}, {}).to_json(), seconds=9.0)
+    assert seconds == {segments.segment_name(job.part.segment): 0.5 + k for k, job in enumerate(parts)}, \
+        "each part before the final one records its seconds (the final part is always last)"
+
+    path = tmp_path / ".bertlab" / "part-seconds-week7.json"
+    assert read_part_seconds(path) == {}
+    keep_part_seconds(path, seconds)
+    assert read_part_seconds(path) == seconds
+    for broken in ("not json", "[1, 2]", '{"cka": "slow", "retrieval": -1, "pooling": NaN}'):
+        path.write_text(broken)
+        assert read_part_seconds(path) == {}, broken
 
 
 def test_a_failed_part_fails_its_submission_once_and_drops_the_rest():

@@ -46,23 +46,13 @@ from typing import Any, Callable
 
 import torch
 
+from bertlab_grader.core.digest import folder_stamp
+
 KEPT_NAME = "reference-data"  # cache entry: reference-data-<12 hex digits of the fingerprint>.safetensors
 FORMAT = "1"
 
 _store: dict[str, Any] | None = None   # entry key -> value, as read back (None: not loaded yet)
 _new: set[str] = set()                 # keys computed in this process and not on disk yet
-
-
-def _folder_stamp(folder: Path) -> list:
-    """(relative path, size, mtime_ns) of every file under ``folder``, sorted."""
-    out = []
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            path = Path(root) / name
-            stat = path.stat()
-            out.append((str(path.relative_to(folder)), stat.st_size, stat.st_mtime_ns))
-    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,7 +69,7 @@ def kit_fingerprint() -> str:
     inputs = {"format": FORMAT, "python": sys.version, "machine": platform.machine(),
               "torch": torch.__version__, "cpu": torch.backends.cpu.get_cpu_capability(),
               "transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
-              "files": [(str(f), _folder_stamp(f)) for f in folders]}
+              "files": [(str(f), folder_stamp(f)) for f in folders]}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
 
 

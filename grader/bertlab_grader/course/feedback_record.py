@@ -8,7 +8,8 @@ took 7 s. So each page is rendered only when what it is made of changed since it
 
     what a feedback page shows                       what its fingerprint covers
     the graded notebook (autograded/<student>/<A>/)   every file of that folder, byte for byte
-    the scores, late penalty and comments             the gradebook's rows for that submission
+    the scores, late penalty and comments             the gradebook's rows for that submission, and the
+                                                      assignment's own (its cells' maximum scores)
     nbgrader's and nbconvert's HTML                   their versions, and the course's nbgrader_config.py
 
 The fingerprint of each rendered page is kept in ``.bertlab/feedback-record/<assignment>/<student>``
@@ -30,25 +31,64 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-FINGERPRINT_VERSION = "1"  # bump when what a page is made of changes in a way the fingerprint misses
+FINGERPRINT_VERSION = "2"  # bump when what a page is made of changes in a way the fingerprint misses
 
 
-def submission_rows(gradebook, assignment: str, student: str) -> dict | None:
-    """What the gradebook says of ``student``'s ``assignment`` that the feedback shows (nbgrader's
-    GetGrades preprocessor: each notebook's score, maximum and late penalty, each grade and each
-    comment), as plain data; None when the gradebook has no such submission."""
-    from nbgrader.api import MissingEntry
+def assignment_rows(gradebook, assignment: str) -> tuple[dict[str, dict], list]:
+    """Everything the gradebook holds that a feedback page of ``assignment`` can show, read in a few
+    queries for the whole class: ({student id: the rows of their submission}, the assignment's own rows).
 
-    try:
-        submission = gradebook.find_submission(assignment, student)
-    except MissingEntry:
-        return None
-    return {"submission": submission.to_dict(),
-            "notebooks": [{"name": nb.name, "score": nb.score, "max_score": nb.max_score,
-                           "late_penalty": nb.late_submission_penalty,
-                           "grades": [g.to_dict() for g in nb.grades],
-                           "comments": [c.to_dict() for c in nb.comments]}
-                          for nb in sorted(submission.notebooks, key=lambda nb: nb.name)]}
+    A student's rows: theirs in ``student``, ``submitted_assignment``, ``submitted_notebook``, ``grade``
+    and ``comment`` (scores, manual grades, extra credit, late penalty, extension, comments, names). The
+    assignment's own: ``assignment`` (its due date), ``notebook``, ``base_cell``, ``grade_cells``,
+    ``task_cells``, ``solution_cells`` and ``source_cell`` (the maximum scores, the cells). Every column of
+    each row, as the database holds it: nbgrader computes what the page shows (a score, a maximum)
+    from these rows, so a page whose rows are unchanged shows the same. (Reading them through
+    nbgrader's objects, one student at a time, took about 20 queries and 10 ms a student.)"""
+    from sqlalchemy import select
+
+    from nbgrader.api import Base
+
+    t = Base.metadata.tables
+    connection = gradebook.db.connection()
+
+    def rows(query) -> list[dict]:
+        return [dict(row._mapping) for row in connection.execute(query)]
+
+    found = rows(select(t["assignment"]).where(t["assignment"].c.name == assignment))
+    if not found:
+        return {}, []
+    assignment_id = found[0]["id"]
+    notebook, cell, submitted, submitted_nb = t["notebook"], t["base_cell"], t["submitted_assignment"], t["submitted_notebook"]
+    in_assignment = select(notebook.c.id).where(notebook.c.assignment_id == assignment_id)
+    cells = select(cell.c.id).where(cell.c.notebook_id.in_(in_assignment))
+    own = [found, rows(select(notebook).where(notebook.c.assignment_id == assignment_id)),
+           rows(select(cell).where(cell.c.notebook_id.in_(in_assignment)))]
+    own += [rows(select(t[name]).where(t[name].c.id.in_(cells))) for name in ("grade_cells", "task_cells", "solution_cells")]
+    own.append(rows(select(t["source_cell"]).where(t["source_cell"].c.notebook_id.in_(in_assignment))))
+
+    by_student: dict[str, dict] = {}
+    for row in rows(select(submitted).where(submitted.c.assignment_id == assignment_id)):
+        by_student[row["student_id"]] = {"submission": row, "student": None, "notebooks": [], "grades": [],
+                                         "comments": []}
+    student = t["student"]
+    for row in rows(select(student).join(submitted, submitted.c.student_id == student.c.id)
+                    .where(submitted.c.assignment_id == assignment_id)):
+        by_student[row["id"]]["student"] = row
+    of_assignment = submitted.c.assignment_id == assignment_id
+    for row in rows(select(submitted_nb, submitted.c.student_id.label("bertlab_student"))
+                    .join(submitted, submitted_nb.c.assignment_id == submitted.c.id).where(of_assignment)):
+        by_student[row.pop("bertlab_student")]["notebooks"].append(row)
+    for name, key in (("grade", "grades"), ("comment", "comments")):
+        table = t[name]
+        for row in rows(select(table, submitted.c.student_id.label("bertlab_student"))
+                        .join(submitted_nb, table.c.notebook_id == submitted_nb.c.id)
+                        .join(submitted, submitted_nb.c.assignment_id == submitted.c.id).where(of_assignment)):
+            by_student[row.pop("bertlab_student")][key].append(row)
+    for entry in by_student.values():  # (a fixed order: the rows' ids)
+        for key in ("notebooks", "grades", "comments"):
+            entry[key].sort(key=lambda row: str(row["id"]))
+    return by_student, [sorted(table, key=lambda row: str(row["id"])) for table in own]
 
 
 def folder_files(folder: Path) -> list[tuple[str, str]]:
@@ -75,7 +115,8 @@ def rendering_setup(course_dir: Path) -> dict:
 
 def fingerprint(setup: dict, rows: dict | None, autograded: Path) -> str:
     """The fingerprint of one feedback page's inputs (the table in the module docstring): the
-    course's ``rendering_setup``, the gradebook's ``rows`` and the graded notebook's folder."""
+    course's ``rendering_setup`` (with the assignment's own gradebook rows), the student's gradebook
+    ``rows`` (``assignment_rows``; None: no submission in the gradebook) and the graded notebook's folder."""
     inputs = {**setup, "gradebook": rows, "autograded": folder_files(autograded)}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -88,18 +129,20 @@ def keep_unchanged_feedback(record_dir: Path) -> Callable[[], None]:
     from nbgrader.converters.generate_feedback import GenerateFeedback
 
     rendered: dict[Path, str] = {}
-    opened: list = []  # the gradebook and the rendering set-up, at the first student (each opening: 30 ms)
+    opened: dict = {}  # the gradebook's rows and the rendering set-up, read at the first student
     decide = GenerateFeedback.init_destination
 
     def init_destination(self, assignment_id: str, student_id: str) -> bool:
         if self.coursedir.student_id_exclude and student_id in self.coursedir.student_id_exclude.split(","):
             return False
-        if not opened:
-            opened[:] = [Gradebook(self.coursedir.db_url, self.coursedir.course_id),
-                         rendering_setup(Path(self.coursedir.root))]
-        gradebook, setup = opened
+        if assignment_id not in opened:
+            # (generate_feedback only reads the gradebook: the rows read at the first student hold for all)
+            with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gradebook:
+                students, own = assignment_rows(gradebook, assignment_id)
+            opened[assignment_id] = (students, {**rendering_setup(Path(self.coursedir.root)), "assignment": own})
+        students, setup = opened[assignment_id]
         source = Path(self._format_source(assignment_id, student_id))
-        now = fingerprint(setup, submission_rows(gradebook, assignment_id, student_id), source)
+        now = fingerprint(setup, students.get(student_id), source)
         kept = record_dir / assignment_id / student_id
         dest = Path(self._format_dest(assignment_id, student_id))
         pages = [dest / (Path(nb).stem + self.exporter.file_extension) for nb in source.glob("*.ipynb")]
@@ -114,8 +157,6 @@ def keep_unchanged_feedback(record_dir: Path) -> Callable[[], None]:
     GenerateFeedback.init_destination = init_destination
 
     def keep() -> None:
-        if opened:
-            opened[0].close()
         for path, now in rendered.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(now)

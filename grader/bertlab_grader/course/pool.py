@@ -14,17 +14,20 @@ import threading
 import time
 from multiprocessing import forkserver
 from multiprocessing.connection import wait
+from multiprocessing.reduction import DupFd
 from pathlib import Path
 
 from bertlab.tasks import EXERCISE_TASKS
 from bertlab_grader.core.failures import MAX_ATTEMPTS, SUBMISSION_DEADLINE_S, RunStopped
+from bertlab_grader.core.locations import KIT_ROOT
 from bertlab_grader.course.schedule import Job, Schedule
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import SubmissionSources
 from bertlab_grader.grading.segments import Part, preflight_share
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
-from bertlab_grader.sandbox.bubblewrap import require_isolation
+from bertlab_grader.sandbox.bubblewrap import bubblewrap_status, require_isolation
+from bertlab_grader.sandbox.template_process import StartedTemplate, TemplateCommand, TemplateHandoff, can_hand_off
 
 SANDBOX_UID_BASE = 61000  # worker k's sandbox runs as uid 61000 + k (when the grader runs as root)
 
@@ -53,7 +56,7 @@ def _end_with_the_main_process() -> None:
 
 
 def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: str | None = None,
-                 preflight_tasks: tuple[str, ...] = EXERCISE_TASKS) -> None:
+                 preflight_tasks: tuple[str, ...] = EXERCISE_TASKS, template=None) -> None:
     """A trusted grader worker: one warm sandbox, a preflight, then submissions in, results out.
 
     Jobs from the main process: (student, path, None) grades a whole submission; (student, path,
@@ -68,6 +71,8 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
     ``timings``: the course's timing record (grader/bertlab_grader/performance/record.py), or None to keep none: each
     distinct submission is timed once, and identical files reuse that measurement.
     ``preflight_tasks``: this worker's share of the preflight (grading/segments.py, ``preflight_share``).
+    ``template``: its sandbox's template, which the main process started for it (``start_template``),
+    or None to start one here.
     """
     # Ctrl-C in the terminal reaches the whole process group: the main process decides what stops
     # (it records what was graded, then stops the workers); a worker stopped by it mid-job would only
@@ -87,7 +92,7 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
         # MiniLM and the reference data are loaded while the sandbox's template warms up
         # (PreparedGrader.start runs warm_up); the fork server imported the code for both.
         grader = PreparedGrader.start(settings.assignment, settings.hidden_paths, SANDBOX_UID_BASE + slot,
-                                      settings.unsafe_no_sandbox, preflight_tasks)
+                                      settings.unsafe_no_sandbox, preflight_tasks, template)
     except Exception as exc:  # noqa: BLE001 - whatever stops a worker from starting is the grader's
         conn.send(("fatal", f"{type(exc).__name__}: {exc}"))
         return
@@ -109,18 +114,60 @@ def _worker_main(conn, settings: CourseSettings, slot: int, gate=None, timings: 
                 conn.send(("grader_failure", f"{type(exc).__name__}: {exc}"))
 
 
+def start_template(settings: CourseSettings, slot: int) -> StartedTemplate | None:
+    """Start the sandbox's template of worker ``slot`` in this process, now, to hand it to the worker
+    (sandbox/template_process.py); None where that cannot be done (no bubblewrap, no pidfds): the
+    worker then starts its own.
+
+    Why: a worker exists only once the fork server has imported torch and the hidden suites (4 s of one
+    core), and its template then takes as long again to import torch and load the models. Started
+    here, the templates warm up on the other core during those imports (measured: a plain run of one
+    new hand-in 17-22 s instead of 24 s). The worker checks that the template is the one it would
+    start (``Sandbox._adopt``). bwrap dies with the thread that started it (--die-with-parent): call
+    this from the main thread. ``_Worker.kill`` ends it."""
+    if not bubblewrap_status()[0] or not can_hand_off():
+        return None
+    return TemplateCommand(KIT_ROOT, settings.hidden_paths, True, SANDBOX_UID_BASE + slot).start()
+
+
+class _SentHandoff:
+    """A ``TemplateHandoff`` as a worker's argument: its control socket, log and pidfd cross as file
+    descriptors, which multiprocessing duplicates into the worker as it starts it (the rest is plain
+    values); the worker receives a ``TemplateHandoff`` again."""
+
+    def __init__(self, handoff: TemplateHandoff):
+        self.handoff = handoff
+
+    def __reduce__(self):
+        h = self.handoff
+        return (_handoff_arrived, (h.control, DupFd(h.log.fileno()), DupFd(h.pidfd), h.pid, h.key, h.spawned_at))
+
+
+def _handoff_arrived(control, log, pidfd, pid: int, key: tuple, spawned_at: float) -> TemplateHandoff:
+    return TemplateHandoff(control, os.fdopen(log.detach(), "w+b"), pid, key, spawned_at, pidfd.detach())
+
+
 class _Worker:
-    """Main-process handle of one grader worker process."""
+    """Main-process handle of one grader worker process. ``template``: its sandbox's template, which
+    this process started for it (``start_template``; None: the worker starts its own)."""
 
     def __init__(self, ctx, settings: CourseSettings, slot: int, gate=None, timings: str | None = None,
-                 preflight_tasks: tuple[str, ...] = EXERCISE_TASKS):
+                 preflight_tasks: tuple[str, ...] = EXERCISE_TASKS, template: StartedTemplate | None = None):
         self.settings, self.slot, self.gate, self.timings = settings, slot, gate, timings
         self.preflight_tasks = preflight_tasks
+        self.template = template  # (kept to end and reap its process once the worker is gone)
+        handoff = template.hand_off() if template is not None else None
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, settings, slot, gate, timings, preflight_tasks),
+        self.process = ctx.Process(target=_worker_main,
+                                   args=(child, settings, slot, gate, timings, preflight_tasks,
+                                         None if handoff is None else _SentHandoff(handoff)),
                                    daemon=True)
-        self.process.start()
-        child.close()
+        try:
+            self.process.start()
+        finally:
+            child.close()
+            if handoff is not None:
+                handoff.close()  # (the worker holds its own copies now)
         self.ready = False
         self.job: Job | None = None
         self.started = 0.0
@@ -142,6 +189,8 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(5)
+        if self.template is not None:  # the worker closed it, unless it died: either way it ends here
+            self.template.end()
         if self.gate is not None:  # it may have died working or timing: the others must not wait for it
             self.gate.forget(self.slot)
 
@@ -176,8 +225,11 @@ def start_workers(n: int, settings: CourseSettings, timings: Path | None = None)
     gate = timing_gate.TimingGate(ctx, n)
     timing_gate.install(gate, timing_gate.NO_ONE)
     where = str(timings) if timings is not None else None
+    # Every template first: the first worker's start waits for the fork server's imports.
+    templates = [start_template(settings, slot) for slot in range(n)]
     # The pool shares the preflight out: together the workers grade the reference on every task.
-    return [_Worker(ctx, settings, slot, gate, where, preflight_share(slot, n)) for slot in range(n)]
+    return [_Worker(ctx, settings, slot, gate, where, preflight_share(slot, n), templates[slot])
+            for slot in range(n)]
 
 
 STARTED = ("ready", "fatal")  # what a worker says once, when its start-up and preflight are over
@@ -222,15 +274,18 @@ def wait_until_ready(pool: list[_Worker]) -> None:
                 raise died_while_starting(w)
 
 
-def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
+def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False,
+                 part_seconds: dict[str, float] | None = None):
     """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
     workers of ``pool`` finish; a worker that dies is replaced and its job tried once more.
     The last submissions are graded in parts on several workers at once (``course/schedule.py``).
     Raises RunStopped when a worker cannot start or fails its preflight. The workers are stopped at
     the end, unless ``keep_workers`` (`bertlab grade --watch`: the same warm workers grade the next
-    hand-in; they are stopped all the same when this stops early, by an exception or an interrupt)."""
+    hand-in; they are stopped all the same when this stops early, by an exception or an interrupt).
+    ``part_seconds``: how long each part of a split submission last took (``Schedule``), updated
+    in place."""
     ctx = worker_context()
-    schedule = Schedule(submissions, len(pool))
+    schedule = Schedule(submissions, len(pool), part_seconds)
     try:
         while schedule or any(w.job for w in pool):
             for w in pool:
@@ -249,7 +304,7 @@ def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
                         if kind in STARTED:
                             take_start_message(w, kind, payload)
                         else:
-                            outcome = schedule.finished(w.job, kind, payload)
+                            outcome = schedule.finished(w.job, kind, payload, time.monotonic() - w.started)
                             w.job = None
                             if schedule:  # the next job first: the worker grades while we record this one
                                 w.give(schedule.take())
@@ -270,7 +325,8 @@ def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False):
                     elif not w.ready:
                         raise died_while_starting(w)
                     w.kill()
-                    pool[i] = _Worker(ctx, w.settings, w.slot, w.gate, w.timings, w.preflight_tasks)
+                    pool[i] = _Worker(ctx, w.settings, w.slot, w.gate, w.timings, w.preflight_tasks,
+                                      start_template(w.settings, w.slot))
     except BaseException:
         stop_workers(pool)
         raise

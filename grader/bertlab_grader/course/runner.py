@@ -61,9 +61,11 @@ from bertlab_grader.course.pool import (check_sandbox, pool_results, default_wor
                                         start_workers, stop_workers)
 from bertlab_grader.course.preconditions import check_course_folder, check_course_for_grading
 from bertlab_grader.course.results import format_gradebook
+from bertlab_grader.course.schedule import keep_part_seconds, part_seconds_path, read_part_seconds
 from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import handin_notes
 from bertlab_grader.course.summary import RunSummary, write_last_run
+from bertlab_grader.grading.kept_points import kept_max_points
 from bertlab_grader.grading.segments import FINAL
 from bertlab_grader.performance import gate as timing_gate, record as timing_record
 from bertlab_grader.performance.host_gate import HostGate
@@ -129,8 +131,6 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
         # run with nothing to grade leaves it unused; it ends with this process.
         check_course_folder(settings, empty_ok=options.empty_ok)
         start_fork_server()
-    from bertlab_grader.grading.scoring import max_points_by_task
-
     course, assignment = settings.root, settings.assignment
     check_course_for_grading(settings, empty_ok=options.empty_ok)
     # What every sandbox hides, worked out here, once, from the config as it stands before the gradebook
@@ -177,10 +177,11 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
     # each worker then starts its sandbox, loads MiniLM and the reference data while the sandbox warms
     # up, and grades the reference on its share of the tasks (the preflight).
     prepared: dict = {}
+    part_seconds = read_part_seconds(part_seconds_path(course, assignment))  # (course/schedule.py)
 
     def prepare() -> None:
         try:
-            prepared["max_points"] = max_points_by_task()
+            prepared["max_points"] = kept_max_points()  # (read back: this process does not import the suites)
             course_config.init_course(settings, max_points=prepared["max_points"])
         except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
             prepared["error"] = exc
@@ -224,7 +225,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
                 record = timing_record.TimingRecord(timings, timing_record.protocol_digest()) if timings else None
                 finishing = grading.results(distinct, record)
             else:
-                finishing = pool_results(distinct, pool, keep_workers=warm_pool is not None)
+                finishing = pool_results(distinct, pool, keep_workers=warm_pool is not None, part_seconds=part_seconds)
             try:
                 for graded, result, failure in finishing:
                     for submission in [graded] + copies.get(graded.student, []):
@@ -262,6 +263,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
     # checked once, when the writer took it; not read back and checked again).
     results = {**finished, **writer.written}
     write_last_run(settings, summary)
+    keep_part_seconds(part_seconds_path(course, assignment), part_seconds)
     if summary.stopped and not options.quiet:
         print(f"\n{summary.stopped}", file=sys.stderr)
     if results:

@@ -27,6 +27,7 @@ from typing import Callable, Optional
 from bertlab_grader.core.failures import RunStopped
 from bertlab_grader.course import gradebook as course_gradebook, journal
 from bertlab_grader.course import results as course_results, submissions as course_submissions
+from bertlab_grader.course.schedule import keep_part_seconds, part_seconds_path, read_part_seconds
 from bertlab_grader.course.config import CourseError
 from bertlab_grader.course.preconditions import check_course_for_grading
 from bertlab_grader.course.pool import (check_sandbox, pool_results, default_workers, start_fork_server,
@@ -172,15 +173,17 @@ def _grade_arrivals(settings: CourseSettings, students: list[str], arrivals: Arr
     failed = 0
     summary = RunSummary(layout=[])
     max_points = None
+    seconds_path = part_seconds_path(course, assignment)
+    part_seconds = read_part_seconds(seconds_path)  # (course/schedule.py: a hand-in's parts, longest first)
     for submission, arrived in todo:
         if submission.error:  # refused as a whole (e.g. a zip bomb): the student's own zero, as in a batch run
-            from bertlab_grader.grading.scoring import max_points_by_task
+            from bertlab_grader.grading.kept_points import kept_max_points
 
-            max_points = max_points or max_points_by_task()
+            max_points = max_points or kept_max_points()
             result = course_results.error_result(submission.student, assignment, submission.error, max_points)
             outcomes = [(submission, result, None)]
         else:
-            outcomes = pool_results([submission], pool, keep_workers=True)
+            outcomes = pool_results([submission], pool, keep_workers=True, part_seconds=part_seconds)
         for graded, result, failure in outcomes:
             if result is None:
                 failed = 1
@@ -204,4 +207,5 @@ def _grade_arrivals(settings: CourseSettings, students: list[str], arrivals: Arr
                   f"{waited:.1f} s after the hand-in arrived", file=out, flush=True)
             if on_graded is not None:
                 on_graded(graded.student, result, waited)
+    keep_part_seconds(seconds_path, part_seconds)
     return failed

@@ -26,6 +26,7 @@ from bertlab_grader.grading.segments import Part, PartResult
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance import record as timing_record
 from bertlab_grader.sandbox.launcher import Sandbox
+from bertlab_grader.sandbox.template_process import TemplateHandoff
 
 
 class PreparedGrader:
@@ -43,7 +44,8 @@ class PreparedGrader:
     @classmethod
     def start(cls, assignment: str = "week7", hide: Sequence[str] = (), uid: Optional[int] = None,
               unsafe_no_sandbox: bool = False,
-              preflight_tasks: Sequence[str] = EXERCISE_TASKS) -> "PreparedGrader":
+              preflight_tasks: Sequence[str] = EXERCISE_TASKS,
+              template: Optional[TemplateHandoff] = None) -> "PreparedGrader":
         """Open a sandbox (bubblewrap, or SandboxUnavailable unless the instructor asked for
         ``unsafe_no_sandbox`` by name) that hides ``hide`` and runs student code as ``uid``, then run the
         preflight in it (the reference graded on the hidden tests of ``preflight_tasks``: all of them,
@@ -52,8 +54,11 @@ class PreparedGrader:
 
         The sandbox's template warms up in its own process (torch, MiniLM: seconds); meanwhile this
         process runs ``warm_up`` (MiniLM and the reference data on the trusted side; nothing when
-        already done), so the two warm-ups overlap instead of following each other."""
-        kwargs = {"kit_root": KIT_ROOT, "hide": list(hide), "unsafe_no_sandbox": unsafe_no_sandbox}
+        already done), so the two warm-ups overlap instead of following each other. ``template``: the
+        sandbox's template, started ahead with the same arguments by the process that made this one
+        (course/pool.py, ``start_template``)."""
+        kwargs = {"kit_root": KIT_ROOT, "hide": list(hide), "unsafe_no_sandbox": unsafe_no_sandbox,
+                  "template": template}
         if uid is not None:
             kwargs["uid"] = uid
         sandbox = Sandbox(**kwargs)
@@ -62,6 +67,12 @@ class PreparedGrader:
             start = time.monotonic()
             with timing_gate.working():  # the preflight is work: it waits while another worker times
                 problem = run_preflight(sandbox, assignment, preflight_tasks)
+            if problem is None:
+                # The reference's own sandbox, which the performance task times against (launcher.py,
+                # ``reference_host``), starts now and warms up in the background (torch: 1.5 s): the
+                # first submission's performance part would otherwise wait for it, with the machine's
+                # other cores idle, since that part comes last, after every other part of it.
+                sandbox.reference_host()
             return cls(sandbox, assignment, problem, time.monotonic() - start)
         except BaseException:
             sandbox.close()

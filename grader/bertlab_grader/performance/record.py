@@ -45,6 +45,7 @@ import json
 import os
 import platform
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 import re
@@ -75,14 +76,14 @@ def timing_protocol_files() -> list[Path]:
 
 
 def protocol_digest() -> str:
-    """The sha256 of everything a measurement depends on besides the submission (see the module docstring)."""
-    import torch
-
+    """The sha256 of everything a measurement depends on besides the submission (see the module docstring).
+    (torch's version as its installed package says it, which is ``torch.__version__``: the main process
+    of a run compacts the record at its end, and it does not import torch.)"""
     digest = hashlib.sha256()
     files = timing_protocol_files()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    digest.update(f"torch {torch.__version__}\0{platform.machine()}\0{_processor()}\0{os.cpu_count()}".encode())
+    digest.update(f"torch {metadata.version('torch')}\0{platform.machine()}\0{_processor()}\0{os.cpu_count()}".encode())
     return digest.hexdigest()
 
 

@@ -67,7 +67,7 @@ def namespace_args() -> list[str]:
     """The namespaces the sandbox asks bwrap for."""
     if os.geteuid() == 0:
         # Not --unshare-all: as root that adds a user namespace mapping root to root, and the
-        # server could then not switch to an unprivileged uid (see Sandbox._drop_uid).
+        # server could then not switch to an unprivileged uid (see TemplateCommand.drop_uid).
         return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     return ["--unshare-all"]
 

@@ -22,49 +22,30 @@ new child. A template that dies or stops answering is restarted.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import os
 import select
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import weakref
 from pathlib import Path
 from typing import Iterable, Optional
 
-from bertlab_grader.core.locations import KIT_ROOT, package_folder
+from bertlab_grader.core.locations import KIT_ROOT
 from bertlab_grader.sandbox.bubblewrap import (
-    SandboxError, SandboxUnavailable, binary_key, bwrap_checked, find_bwrap, namespace_args, sandbox_python,
-    trial_run, unavailable_error, bubblewrap_status)
+    SandboxError, SandboxUnavailable, binary_key, bwrap_checked, trial_run, unavailable_error, bubblewrap_status)
 from bertlab_grader.sandbox import cpu_clock
 from bertlab_grader.sandbox.inside import rpc, reports
-from bertlab_grader.sandbox.malloc_pin import STEADY_MALLOC_ENV
-from bertlab_grader.sandbox.mounts import (
-    ALWAYS_HIDDEN, SECRET_PACKAGES, path_exists, mode_allows_others, mount_plan, package_dir, python_dirs,
-    site_dirs, is_under, world_traversable)
 from bertlab_grader.sandbox.remote import RemoteImplementation
 from bertlab_grader.sandbox.session import Session, Stashed, TemplateFailed
+from bertlab_grader.sandbox.template_process import (
+    DEFAULT_PRELOAD, NOBODY, SANDBOX_INSIDE_DIR, AdoptedProcess, TemplateCommand, TemplateHandoff, kill_template)
 
-#: The only kit code the sandbox shows: this room's package ``inside`` (grader/bertlab_grader/sandbox/inside/).
-SANDBOX_INSIDE_DIR = package_folder("bertlab_grader.sandbox.inside")
-#: The sandboxed server, as the sandbox imports it: the folder sandbox/inside/ (SANDBOX_INSIDE_DIR) is
-#: shown alone, under this package name, in a folder of the sandbox's own (``_inside_root``).
-INSIDE_PACKAGE = "bertlab_sandbox"
-SERVER_MODULE = f"{INSIDE_PACKAGE}.server"
-SERVER_FILE = SANDBOX_INSIDE_DIR / "server.py"
 FALLBACK_WARNING = ("WARNING: bubblewrap not available: student code runs with rlimits only, NOT isolated "
                     "from the filesystem or network (--unsafe-no-sandbox). Install it: apt-get install bubblewrap")
-NOBODY = 65534
-# Named models the template builds once, so that each submission's process starts with them: MiniLM
-# (shared, copy-on-write) and the small random BERTs the hidden siamese suite passes (each session
-# gets a copy: building one costs about 40 ms, copying it a few). tests/test_sandbox.py checks
-# that every named model used in the hidden suites (tests/hidden/) is listed here.
-DEFAULT_PRELOAD = ("minilm", "tiny-bert-seed1", "tiny-bert-seed2", "tiny-bert-seed31", "tiny-bert-seed41")
+
 _warned = False
 
 
@@ -93,7 +74,8 @@ class Sandbox:
                  use_bwrap: Optional[bool] = None, *, unsafe_no_sandbox: bool = False,
                  preload: Iterable[str] = DEFAULT_PRELOAD,
                  cpu_s: int = 600, nproc: int = 256, fsize_mb: int = 16, uid: int = NOBODY,
-                 start_timeout_s: float = 300.0, control_timeout_s: float = 30.0):
+                 start_timeout_s: float = 300.0, control_timeout_s: float = 30.0,
+                 template: Optional["TemplateHandoff"] = None):
         self.kit_root = Path(os.path.realpath(kit_root or KIT_ROOT))
         self.hide = [Path(os.path.realpath(p)) for p in hide]
         self.timeout_s = float(timeout_s)
@@ -110,21 +92,20 @@ class Sandbox:
         self._log = None
         self._procs: dict[str, subprocess.Popen] = {}
         self._prefixes: Optional[list] = None  # for scrub()
-        self._unisolated_root: Optional[Path] = None  # see _inside_root
         if use_bwrap is False:
             works, why = False, "use_bwrap=False"  # the older way of asking for no isolation
             unsafe_no_sandbox = True
         else:
             works, why = bubblewrap_status()
-        if works:
-            self.isolated = True
-            self.drop_to: Optional[int] = self._drop_uid()
-            # (The mounts are checked only when the template does not come up: a trial start costs
-            # seconds of every grader worker's start-up, and the template's own start tries them.)
-        elif use_bwrap or not unsafe_no_sandbox:
+        if not works and (use_bwrap or not unsafe_no_sandbox):
             raise unavailable_error(why)
-        else:
-            self.drop_to = self._drop_uid()
+        self.isolated = works
+        # How the template starts (sandbox/template_process.py). (The mounts are checked only when the
+        # template does not come up: a trial start costs seconds of every grader worker's start-up, and
+        # the template's own start tries them.)
+        self.command = TemplateCommand(self.kit_root, self.hide, self.isolated, uid, self.preload)
+        self.drop_to: Optional[int] = self.command.drop_to
+        if not works:
             _warn_once(as_root=self.drop_to is None and os.geteuid() == 0)
         self._jobs = itertools.count(1)
         self._job_pids: dict[int, int] = {}  # job -> its child's pid in the sandbox (one job at a time)
@@ -135,107 +116,16 @@ class Sandbox:
         # The reference solutions' own sandbox (reference_host), started by the performance task on
         # first use (performance/timing.py, reference_twin): the reference is timed on the submission's path.
         self.reference_sandbox: Optional["Sandbox"] = None
-        weakref.finalize(self, _kill_popen, self._procs)  # no template outlives its Sandbox
-        self._start_template()
-
-    # ---- construction of the command
-    def _kit_parts(self) -> tuple[list[Path], list[str]]:
-        """What the server needs from the kit (shown read-only) and its sys.path roots."""
-        bertlab = package_dir("bertlab") or next(
-            (p for p in (self.kit_root / "src" / "bertlab", self.kit_root / "bertlab") if p.is_dir()),
-            self.kit_root / "src" / "bertlab")
-        # The student package at its own path (its folder is named as it imports); the server's folder
-        # under a name of its own (see _inside_root), so it is the one folder of the grader shown.
-        return [p for p in (bertlab,) if p.exists()], sorted({str(bertlab.parent), str(self._inside_root())})
-
-    def _inside_root(self) -> Path:
-        """The folder whose ``bertlab_sandbox/`` is sandbox/inside/: inside bubblewrap a read-only bind
-        mount in the sandbox's private /tmp (created by ``_bwrap_args``); without isolation a private
-        folder of this process holding a symlink to it."""
-        if self.isolated:
-            return Path(os.path.realpath("/tmp")) / ".bertlab-kit"
-        if self._unisolated_root is None:
-            root = Path(tempfile.mkdtemp(prefix="bertlab-kit-"))
-            os.chmod(root, 0o755)  # the server may run as another uid (see _drop_uid)
-            (root / INSIDE_PACKAGE).symlink_to(SANDBOX_INSIDE_DIR, target_is_directory=True)
-            weakref.finalize(self, shutil.rmtree, str(root), True)
-            self._unisolated_root = root
-        return self._unisolated_root
-
-    def _bwrap_args(self) -> list[str]:
-        """The bwrap command line up to the server's own command (see ``mount_plan``).
-
-        Hidden: /root, /home, /run, /tmp (a private, empty one), the kit, the ``hide`` paths, and
-        installed copies of the kit's secret packages. Shown back read-only: the Python install
-        (even inside a hidden folder: it is not secret, and a venv often lives inside the kit or
-        beside the submissions) and what the server needs of the kit (``_kit_parts``).
-        """
-        bwrap = find_bwrap() or "/usr/bin/bwrap"
-        args = [bwrap, *namespace_args(), "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
-                "--proc", "/proc", "--dev", "/dev"]
-        python = python_dirs()
-        kit = self.kit_root
-        tmp = Path(os.path.realpath("/tmp"))
-        hide_dirs = [Path(os.path.realpath(p)) for p in ALWAYS_HIDDEN if os.path.isdir(p)] + [tmp]
-        # An installed kit has kit_root = site-packages: hiding it would hide torch. Its secret
-        # packages are hidden one by one below instead (as they are for every layout).
-        if not any(is_under(kit, p) for p in site_dirs()):
-            hide_dirs.append(kit)
-        hide_dirs += [p for p in self.hide if p.is_dir()]
-        hide_files = [p for p in self.hide if path_exists(p) and not p.is_dir()]
-        for name in SECRET_PACKAGES:
-            d = package_dir(name)
-            if d is not None:
-                hide_dirs.append(d)
-        show = python + self._kit_parts()[0]
-        if os.geteuid() == 0:
-            # The server runs as an unprivileged uid: a visible folder on the way to something it needs
-            # that others cannot traverse (a checkout in a 0700 home, pytest's tmp folders) would stop
-            # it. Such a folder is already unreadable to that uid, so an empty 0755 tmpfs over it
-            # hides nothing more, and the paths below it are shown back.
-            hide_dirs += [a for p in show for a in p.parents
-                          if a != Path("/") and not mode_allows_others(a)]
-        inside = self._inside_root()
-        return (args + mount_plan(hide_dirs, hide_files, show, tmp)
-                + ["--perms", "0755", "--dir", str(inside),
-                   "--ro-bind", str(SANDBOX_INSIDE_DIR), str(inside / INSIDE_PACKAGE)]
-                + ["--chdir", "/tmp", "--"])
-
-    def _server_command(self, ctrl_fd: Optional[int], check_mounts: bool = False) -> list[str]:
-        _, roots = self._kit_parts()
-        cmd = [sandbox_python() if self.isolated else sys.executable, "-s", "-B", "-m", SERVER_MODULE]
-        cmd += ["--check-mounts"] if check_mounts else ["--control-fd", str(ctrl_fd)]
-        for root in roots:
-            cmd += ["--kit-root", root]
-        if self.drop_to is not None:
-            cmd += ["--uid", str(self.drop_to)]
-        if self.isolated:
-            cmd.append("--isolated")
-        for name in self.preload:
-            cmd += ["--preload", name]
-        return (self._bwrap_args() if self.isolated else []) + cmd
-
-    def _environment(self) -> dict[str, str]:
-        _, roots = self._kit_parts()
-        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent",
-                "LANG": "C.UTF-8", "PYTHONPATH": os.pathsep.join(roots), "PYTHONDONTWRITEBYTECODE": "1",
-                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-                "TOKENIZERS_PARALLELISM": "false", "XDG_CACHE_HOME": "/tmp/.cache",
-                "MPLCONFIGDIR": "/tmp/.matplotlib",
-                # One thread for NumPy's BLAS too, as for torch (server.py): the submission runs on one
-                # thread like the reference it is timed against, whatever library it computes with, and
-                # each is timed by its process's CPU time (performance/timing.py), which would count a
-                # second BLAS thread's work and its spinning while it waits.
-                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                # malloc on the same steady footing as the grader's side of a timing (performance.py)
-                **STEADY_MALLOC_ENV}
+        weakref.finalize(self, kill_template, self._procs)  # no template outlives its Sandbox
+        if template is None or not self._adopt(template):
+            self._start_template()
 
     def scrub(self, text: str) -> str:
         """``text`` (something the submission's process wrote) without the folders of the kit and
         of the Python install: they are the same paths inside the sandbox and out."""
         if self._prefixes is None:
             self._prefixes = reports.path_prefixes([str(self.kit_root), str(SANDBOX_INSIDE_DIR),
-                                                   *self._kit_parts()[1]])
+                                                   *self.command.kit_parts()[1]])
         return reports.scrub_paths(text, self._prefixes)
 
     def _check_mounts(self) -> None:
@@ -247,42 +137,40 @@ class Sandbox:
         Bubblewrap itself works (``bubblewrap_status``), so a failure here is a SandboxError of the
         mounts, not a missing sandbox: it is never a reason to run without isolation.
         """
-        command = self._server_command(None, check_mounts=True)
+        command = self.command.server_command(None, check_mounts=True)
         key = ("mounts", *binary_key(command[0]), tuple(command))
         if key not in bwrap_checked:
-            bwrap_checked[key] = trial_run(command, env=self._environment())
+            bwrap_checked[key] = trial_run(command, env=self.command.environment())
         ok, err = bwrap_checked[key]
         if not ok:
             raise SandboxError("bubblewrap works, but the sandboxed server cannot start with its mounts "
                                f"(kit {self.kit_root}, Python {sys.executable}):\n{err[-3000:]}")
 
-    def _drop_uid(self) -> Optional[int]:
-        """The uid the server switches to: ``uid`` when we are root and it can still reach Python."""
-        if os.geteuid() != 0:
-            return None
-        if self.isolated:
-            return self.uid  # the sandbox shows the Python install through world-readable mounts
-        needed = [Path(os.path.realpath(sys.executable)), SERVER_FILE, *self._kit_parts()[0]]
-        return self.uid if all(world_traversable(p.parent) for p in needed) else None
-
     # ---- the template process
     def _start_template(self) -> None:
         """Spawn the template; its warm-up runs in the background until wait_ready()."""
-        self._spawned_at = time.monotonic()
-        parent, child = socket.socketpair()
-        self._log = tempfile.TemporaryFile()
-        preexec = None if self.isolated else _die_with_parent
-        try:
-            self._proc = subprocess.Popen(
-                self._server_command(child.fileno()), pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
-                stdout=self._log, stderr=self._log, env=self._environment(), cwd="/",
-                start_new_session=True, preexec_fn=preexec)
-        finally:
-            child.close()
+        started = self.command.start()
+        self._spawned_at, self._proc, self._log = started.spawned_at, started.proc, started.log
         self._procs["template"] = self._proc
-        self._ctrl = rpc.Channel(parent)
+        self._ctrl = rpc.Channel(started.control)
         self.generation += 1
         self._info = None
+
+    def _adopt(self, handoff: "TemplateHandoff") -> bool:
+        """Take the template another process started for this Sandbox (``hand_off``); False, and the
+        handed-off template killed, when it is not the template this Sandbox would start."""
+        if not self.isolated or handoff.key != self.command.key():
+            handoff.discard()
+            print("sandbox: the template started ahead is not this sandbox's; starting one", file=sys.stderr)
+            return False
+        self._spawned_at = handoff.spawned_at
+        self._proc = AdoptedProcess(handoff.pid, handoff.take_pidfd())
+        self._procs["template"] = self._proc
+        self._ctrl = rpc.Channel(handoff.take_control())
+        self._log = handoff.take_log()
+        self.generation += 1
+        self._info = None
+        return True
 
     def wait_ready(self) -> dict:
         """Block until the template is warm; its "ready" report (set-up seconds, uid, threads)."""
@@ -312,7 +200,7 @@ class Sandbox:
             return ""
 
     def _kill_template(self) -> None:
-        _kill_popen(self._procs)
+        kill_template(self._procs)
         if self._ctrl is not None:
             self._ctrl.close()
         if self._log is not None:
@@ -463,24 +351,6 @@ class Sandbox:
             yield RemoteImplementation(sess)
         finally:
             sess.close()
-
-
-def _kill_popen(procs: dict) -> None:
-    proc = procs.pop("template", None)
-    if proc is not None and proc.poll() is None:
-        try:  # SIGKILL to bwrap ends its pid namespace, and with it every process inside
-            proc.kill()
-            proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-
-
-def _die_with_parent() -> None:
-    # The fallback's stand-in for bwrap --die-with-parent: SIGKILL when the grader goes away.
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 def _warn_once(as_root: bool) -> None:

@@ -18,7 +18,7 @@ from typing import Iterable, Optional
 ALWAYS_HIDDEN = ("/root", "/home", "/run")
 # Top-level packages of the kit that must never be importable by student code, wherever installed:
 # the instructor package (its reference solutions, hidden suites, mutant bank, demo cohort). Only its
-# sandbox/inside/ is shown, elsewhere and under another name, for the server (``Sandbox._inside_root``).
+# sandbox/inside/ is shown, elsewhere and under another name, for the server (``TemplateCommand.inside_root``, sandbox/template_process.py).
 SECRET_PACKAGES = ("bertlab_grader",)
 
 

@@ -56,7 +56,7 @@ VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
 STUDENT = "submission"  # the kit's student id for the one submission a run grades
 STAGED, UNZIPPED = "bertlab-submission", "bertlab-unzipped"
 # What the sandboxed server needs of the instructor package, relative to it: its own folder, the one the
-# sandbox shows (launcher.SANDBOX_INSIDE_DIR). Kept readable when the rest of the package is locked
+# sandbox shows (template_process.SANDBOX_INSIDE_DIR). Kept readable when the rest of the package is locked
 # away from student code (``lock_hidden_files``); the folders on the way to it stay traversable.
 WORKER_NEEDS = ("sandbox/inside",)
 NOT_GRADED = ("NOT GRADED. The autograder failed on this submission, through no fault of your code: "
