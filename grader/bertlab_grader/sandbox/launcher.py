@@ -16,7 +16,8 @@ namespaces, ``Sandbox()`` raises ``SandboxUnavailable``: only ``unsafe_no_sandbo
 Each session forks a fresh child from the template; the child gets a socket of its own (passed over the
 template's control socket with SCM_RIGHTS) and a pipe for its stdout/stderr. A call that times out,
 a child that dies, or a child that breaks the protocol is killed and reported; the next call starts a
-new child. A template that dies or stops answering is restarted.
+new child. A template that dies or stops answering is restarted. How a template's process is started (its command
+line, its mounts, its environment) and handed from one process to another: sandbox/template_process.py.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class Sandbox:
     says. ``isolated`` is True when the template runs under bubblewrap.
 
     The template warms up in the background; the first session (or ``wait_ready()``) waits for it.
+    ``template``: a template that another process started with these same arguments and handed over
+    (``template_process.TemplateHandoff``: course/pool.py starts each worker's): adopted instead of
+    starting one, when its command and environment are this sandbox's; otherwise it is killed and this
+    sandbox starts its own.
     Use a Sandbox from one thread at a time, and keep that thread alive as long as the Sandbox: the
     template is tied to it (bwrap --die-with-parent / PR_SET_PDEATHSIG follow the creating thread).
     """
