@@ -113,7 +113,7 @@ def test_the_watcher_grades_what_is_pending_with_the_workers_it_then_keeps(tmp_p
         started.append(n)
         return warm
 
-    def pool_results(submissions, pool, keep_workers=False):
+    def pool_results(submissions, pool, keep_workers=False, part_seconds=None):
         used.append((pool, keep_workers))
         for submission in submissions:  # a grader failure: nothing is recorded, nothing else is needed
             yield submission, None, "not graded in this test"

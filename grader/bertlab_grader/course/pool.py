@@ -286,8 +286,8 @@ def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False,
     """Yield (submission, result, None) or (submission, None, grader failure cause) as the grader
     workers of ``pool`` finish; a worker that dies is replaced and its job tried once more.
     The last submissions are graded in parts on several workers at once (``course/schedule.py``).
-    Raises RunStopped when a worker cannot start or fails its preflight. The workers are stopped at
-    the end, unless ``keep_workers`` (`bertlab grade --watch`: the same warm workers grade the next
+    Raises RunStopped when a worker cannot start or fails its preflight. The workers are asked to stop
+    at the end (the caller then waits for them: ``stop_workers``), unless ``keep_workers`` (`bertlab grade --watch`: the same warm workers grade the next
     hand-in; they are stopped all the same when this stops early, by an exception or an interrupt).
     ``part_seconds``: how long each part of a split submission last took (``Schedule``), updated
     in place."""
@@ -338,13 +338,17 @@ def pool_results(submissions, pool: list[_Worker], keep_workers: bool = False,
         stop_workers(pool)
         raise
     if not keep_workers:
-        stop_workers(pool)
+        stop_workers(pool, wait=False)  # (the caller waits for them: course/runner.py)
 
 
-def stop_workers(pool: list[_Worker]) -> None:
-    """Ask every worker to finish (its sandbox closes), then make sure each is gone."""
+def stop_workers(pool: list[_Worker], wait: bool = True) -> None:
+    """Ask every worker to finish (its sandbox closes), then make sure each is gone; with ``wait``
+    False only ask (a worker asked to stop grades nothing more, closes its sandbox and exits: the
+    caller goes on meanwhile, and makes sure later, with ``wait``)."""
     for w in pool:
         w.stop()
+    if not wait:
+        return
 
     for w in pool:
         w.process.join(10)

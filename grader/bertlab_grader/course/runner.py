@@ -246,7 +246,10 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
         # (leaving the writer wrote the last batch: recorded before the summary counts it)
     finally:
         if warm_pool is None:
-            stop_workers(pool)  # (already stopped after a complete run; this covers a failed set-up)
+            # A complete run only asks its workers to stop here: they close their sandboxes (0.6 s on 2
+            # cores) while the export and the feedback run, and are waited for after those. A failed
+            # one (or its set-up) waits for them now.
+            stop_workers(pool, wait=sys.exc_info()[0] is not None)
         if grading:
             summary.unfit_workers = dict(grading.unfit)
         stack.close()  # the cluster: the plugin off the workers, the client (and a local cluster) closed
@@ -275,6 +278,8 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
         except course_config.CourseError as exc:
             summary.stopped = summary.stopped or f"the export or the feedback failed: {exc}"
             grades = feedback = None
+    if warm_pool is None:
+        stop_workers(pool)  # (asked to stop above: gone by now, most likely)
     if not options.quiet:
         if results:
             print(format_gradebook(results))
