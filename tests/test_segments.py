@@ -243,6 +243,9 @@ def test_a_split_submissions_parts_go_out_longest_first_by_their_last_seconds(tm
     for broken in ("not json", "[1, 2]", '{"cka": "slow", "retrieval": -1, "pooling": NaN}'):
         path.write_text(broken)
         assert read_part_seconds(path) == {}, broken
+    blocked = tmp_path / "a file, not a folder"
+    blocked.write_text("")
+    keep_part_seconds(blocked / "part-seconds-week7.json", seconds)  # (cannot be kept: the run goes on)
 
 
 def test_a_failed_part_fails_its_submission_once_and_drops_the_rest():

@@ -109,6 +109,10 @@ def read_part_seconds(path: Path) -> dict[str, float]:
 
 
 def keep_part_seconds(path: Path, seconds: dict[str, float]) -> None:
-    """Keep ``seconds`` for the next run (written atomically; nothing when there are none)."""
+    """Keep ``seconds`` for the next run (written atomically; nothing when there are none). They only
+    order parts: a course folder that cannot take them loses nothing else, and the run goes on."""
     if seconds:
-        atomic_write_text(path, json.dumps(dict(sorted(seconds.items())), indent=1) + "\n")
+        try:
+            atomic_write_text(path, json.dumps(dict(sorted(seconds.items())), indent=1) + "\n")
+        except OSError:
+            pass
