@@ -37,11 +37,11 @@ def test_kept_points_are_the_collected_ones_and_read_back_without_torch_or_pytes
         handle.write('{"cka": "twenty"')
     repaired = _probe(tmp_path)
     assert repaired["totals"] == first["totals"] and repaired["imported"] == ["pytest", "torch"]
-    assert json.loads(open(first["file"], encoding="utf-8").read()) == first["totals"]
+    assert _probe(tmp_path) == again, "the repaired entry is not read back"
 
 
 def test_the_fingerprint_changes_with_the_hidden_suites(monkeypatch, tmp_path):
-    """Another hidden suite (a file added, one edited) is another kept file: stale totals are never read."""
+    """Another hidden suite (a file added) is another cache entry: stale totals are never read."""
     import shutil
 
     from bertlab_grader.core import locations
@@ -50,11 +50,11 @@ def test_the_fingerprint_changes_with_the_hidden_suites(monkeypatch, tmp_path):
     suites = tmp_path / "hidden"
     shutil.copytree(locations.SUITES_DIR, suites, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(locations, "SUITES_DIR", suites)
-    kept_points.points_fingerprint.cache_clear()
+    kept_points.points_key.cache_clear()
     try:
-        before = kept_points.points_fingerprint()
-        kept_points.points_fingerprint.cache_clear()
+        before = kept_points.kept_file()
+        kept_points.points_key.cache_clear()
         (suites / "test_hidden_extra.py").write_text("def test_more():\n    pass\n")
-        assert kept_points.points_fingerprint() != before
+        assert kept_points.kept_file() != before
     finally:
-        kept_points.points_fingerprint.cache_clear()
+        kept_points.points_key.cache_clear()

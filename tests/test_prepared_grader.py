@@ -21,11 +21,8 @@ class FakeSandbox:
     opened: list["FakeSandbox"] = []
 
     def __init__(self, **kwargs):
-        self.kwargs, self.closed, self.reference_started = kwargs, False, False
+        self.kwargs, self.closed = kwargs, False
         FakeSandbox.opened.append(self)
-
-    def reference_host(self):
-        self.reference_started = True
 
     def close(self):
         self.closed = True
@@ -47,10 +44,8 @@ def test_the_trusted_side_warms_up_while_the_sandbox_does(fake):
                                                               setattr(self, "closed", False))[0])
     fake.setattr(prepared, "warm_up", lambda: events.append("warm_up"))
     fake.setattr(prepared, "run_preflight", lambda sandbox, assignment, tasks: events.append("preflight"))
-    fake.setattr(FakeSandbox, "reference_host", lambda self: events.append("reference sandbox"))
     prepared.PreparedGrader.start().close()
-    assert events == ["sandbox", "warm_up", "preflight", "reference sandbox"], \
-        "the reference's own sandbox (for the performance task's timings) starts once the preflight passed"
+    assert events == ["sandbox", "warm_up", "preflight"]
 
 
 def test_start_opens_one_sandbox_and_keeps_the_preflights_verdict(fake):
@@ -59,7 +54,6 @@ def test_start_opens_one_sandbox_and_keeps_the_preflights_verdict(fake):
     sandbox, = FakeSandbox.opened
     assert sandbox.kwargs["hide"] == ["/course"] and sandbox.kwargs["uid"] == 61003
     assert grader.problem == "cka/test_x lost points (week7)" and not sandbox.closed  # the caller decides
-    assert not sandbox.reference_started, "a sandbox that failed its preflight grades nobody: nothing to time"
     with grader:
         pass
     assert sandbox.closed

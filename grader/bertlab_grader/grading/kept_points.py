@@ -10,28 +10,26 @@ them keeps the totals here, and the next ones read them back (a JSON file, milli
 
     kept_max_points()   # == scoring.max_points_by_task(), read back once kept
 
-The file's name holds a fingerprint of everything the totals can depend on: the files of the hidden
-suites, of the student package (the task registry, the pytest plugin) and of the grader's package
-(the scoring), by path, size and modification time, and the versions of Python, pytest, torch and
-transformers. A change to any of them is another file. A file that cannot be read is ignored and the
-totals collected again. The grader workers still collect the suites and score every test, and the
-gradebook warns when a result's tests are worth other points than its grade cells
+The entry is the kit cache's own kind (``bertlab.cache.cached_json``), keyed on everything the totals
+can depend on: the files of the hidden suites, of the student package (the task registry, the pytest
+plugin) and of the grader's package (the scoring), by path, size and modification time, and the
+versions of Python, pytest, torch and transformers. A change to any of them is another entry; a
+damaged entry is collected again. The grader workers still collect the suites and score every test,
+and the gradebook warns when a result's tests are worth other points than its grade cells
 (course/gradebook.py).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import sys
 from importlib import metadata
 from pathlib import Path
 
-from bertlab.fileio import atomic_write_text
+from bertlab.cache import cached_json, entry_path
 from bertlab_grader.core.digest import folder_stamp
 
-KEPT_NAME = "max-points"  # cache entry: max-points-<12 hex digits of the fingerprint>.json
+ENTRY = "max-points"  # the cache entry: max-points-<12 hex digits of points_key()>.json
 
 
 def _version(package: str) -> str | None:
@@ -42,45 +40,27 @@ def _version(package: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def points_fingerprint() -> str:
-    """12 hex digits that change with anything the points per task depend on (the module docstring)."""
+def points_key() -> dict:
+    """What the points per task depend on (the module docstring), as the cache entry's key."""
     from bertlab_grader.core.locations import PACKAGE_DIR, STUDENT_PACKAGE_DIR, SUITES_DIR
 
-    inputs = {"python": sys.version, **{name: _version(name) for name in ("pytest", "torch", "transformers")},
-              "files": [(str(f), folder_stamp(f)) for f in (SUITES_DIR, STUDENT_PACKAGE_DIR, PACKAGE_DIR)]}
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
+    return {"python": sys.version, **{name: _version(name) for name in ("pytest", "torch", "transformers")},
+            "files": [(str(f), folder_stamp(f)) for f in (SUITES_DIR, STUDENT_PACKAGE_DIR, PACKAGE_DIR)]}
 
 
 def kept_file() -> Path:
-    from bertlab.cache import cache_root
-
-    return cache_root() / f"{KEPT_NAME}-{points_fingerprint()}.json"
+    return entry_path(ENTRY, points_key())
 
 
-def _read(path: Path) -> dict[str, float] | None:
-    try:
-        totals = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(totals, dict) or not all(isinstance(v, (int, float)) for v in totals.values()):
-        return None
-    return {str(task): float(points) for task, points in totals.items()}
+def _collect() -> dict:
+    from bertlab_grader.grading.scoring import max_points_by_task
+
+    return {"totals": max_points_by_task()}
 
 
 def kept_max_points() -> dict[str, float]:
     """task -> total points of its hidden tests, as ``scoring.max_points_by_task()`` gives them: read
-    from the kept file, or collected (importing the suites) and kept for the next process."""
-    path = kept_file()
-    totals = _read(path)
-    if totals is None:
-        from bertlab_grader.grading.scoring import max_points_by_task
-
-        totals = max_points_by_task()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            for older in path.parent.glob(f"{KEPT_NAME}-*.json"):  # one kit's totals at a time
-                older.unlink(missing_ok=True)
-            atomic_write_text(path, json.dumps(totals, indent=1) + "\n")
-        except OSError:
-            pass  # (a read-only cache: collected again next time)
-    return dict(totals)
+    from the kit's cache, or collected (importing the suites) and kept there for the next process."""
+    kept = cached_json(ENTRY, points_key(), _collect, label="the hidden tests' points per task",
+                       depends_on="the hidden suites, the kit's packages and their libraries", verbose=False)
+    return {str(task): float(points) for task, points in kept["totals"].items()}

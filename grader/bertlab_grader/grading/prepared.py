@@ -67,12 +67,6 @@ class PreparedGrader:
             start = time.monotonic()
             with timing_gate.working():  # the preflight is work: it waits while another worker times
                 problem = run_preflight(sandbox, assignment, preflight_tasks)
-            if problem is None:
-                # The reference's own sandbox, which the performance task times against (launcher.py,
-                # ``reference_host``), starts now and warms up in the background (torch: 1.5 s): the
-                # first submission's performance part would otherwise wait for it, with the machine's
-                # other cores idle, since that part comes last, after every other part of it.
-                sandbox.reference_host()
             return cls(sandbox, assignment, problem, time.monotonic() - start)
         except BaseException:
             sandbox.close()
