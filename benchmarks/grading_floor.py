@@ -136,9 +136,9 @@ def watched_grader():
     watch.wrap(session_module.Session, "_spawn", "session start")
     watch.wrap(session_module.Session, "_await_ready", "session start")
     watch.wrap(session_module.Session, "_exchange",
-               lambda: ("calls in hints" if watch._depth["_attach_hints"] else
+               lambda: ("calls in hints" if watch._depth["attach_hints"] else
                         "calls in performance" if RUNNING["task"] == "performance" else "calls"))
-    watch.wrap(scoring, "_attach_hints", "hints")
+    watch.wrap(scoring, "attach_hints", "hints")
     original = scoring._Recorder
     scoring._Recorder = _durations_recorder(scoring, by_task)
     try:

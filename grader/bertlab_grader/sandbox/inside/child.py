@@ -462,7 +462,9 @@ def _changed(obj, before) -> bool:
             now = obj.detach()
             if now.shape != before.shape or now.dtype != before.dtype:
                 return True
-            if now.is_floating_point() or now.is_complex():
+            if torch.equal(now, before):  # one pass, the usual case: unchanged and no NaN
+                return False
+            if now.is_floating_point() or now.is_complex():  # NaN != NaN: compare them apart
                 return not bool(torch.equal(now.nan_to_num(0.5), before.nan_to_num(0.5))
                                 and torch.equal(now.isnan(), before.isnan()))
             return not torch.equal(now, before)
