@@ -5,6 +5,7 @@ its cost times the machine's current slowness, so the tests are exact and never 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 
@@ -527,3 +528,83 @@ def test_the_cpu_clock_is_trusted_only_while_the_sandbox_starts_nothing(addition
         assert timing.student == timing.wall_student and timing.reference == timing.wall_reference
     else:  # CPU seconds of the same calls: never more than the wall time they took (+ the clock's grain)
         assert all(cpu <= wall + 1e-3 for cpu, wall in zip(timing.student, timing.wall_student))
+
+
+class ClockedSide:
+    """A side with a process of its own, as a sandboxed side has: ``busy_seconds`` (its CPU clock: the
+    fake machine's time spent in its calls) and ``census`` (what its sandbox started; it moves with every
+    call from call ``starts_a_thread_at`` on, as when the submission starts a thread per call). Records every
+    input variant it is called on."""
+
+    def __init__(self, machine, cost_ms: float, starts_a_thread_at: int | None = None):
+        self.machine, self.cost_ms, self.starts_a_thread_at = machine, cost_ms, starts_a_thread_at
+        self.busy, self.variants = 0.0, []
+
+    def __call__(self, variant: int):
+        self.variants.append(variant)
+        before = self.machine.now
+        self.machine.call(self.cost_ms, "same")(variant)
+        self.busy += self.machine.now - before
+        return "same"
+
+    def busy_seconds(self) -> float:
+        return self.busy
+
+    def census(self) -> tuple:
+        started = 0 if self.starts_a_thread_at is None else max(0, len(self.variants) - self.starts_a_thread_at)
+        return (1, 0, 100 + started, ())  # (job, generation, last pid handed out, other processes)
+
+    def process_id(self):
+        return None  # nothing to pin
+
+
+class GateWatch:
+    """Stands in for the timing gate: counts the timings that took the machine to themselves."""
+
+    def __init__(self):
+        self.exclusive = 0
+
+    @contextlib.contextmanager
+    def hold(self):
+        self.exclusive += 1
+        yield 0.0
+
+
+def test_a_timing_on_trusted_cpu_clocks_runs_beside_the_other_workers(machine, monkeypatch):
+    """Issue 44: a timing whose CPU clocks stay trusted never closes the gate, so the other workers go
+    on with their correctness tests meanwhile (their load does not move a CPU clock)."""
+    gate = GateWatch()
+    monkeypatch.setattr(performance.timing_gate, "exclusive", gate.hold)
+    student, reference = ClockedSide(machine, 4.0), ClockedSide(machine, 1.0)
+    timing, _, _ = performance.compare_speed(student, reference, pairs=8)
+    assert timing.clock == "cpu" and gate.exclusive == 0, (timing.clock, gate.exclusive)
+    assert 3.5 < timing.ratio < 4.5
+
+
+def test_a_timing_that_falls_back_to_the_wall_clock_is_made_again_alone_on_new_inputs(machine, monkeypatch):
+    """Where the CPU clock stops being trusted mid-timing (the submission started a thread), the timing
+    is made again with the machine to itself (the gate), on input variants neither side got before: a
+    submission that remembered answers by their inputs during the first timing finds none in the
+    second. A reuse of the measurement calls both sides on the variant its last results answered."""
+    gate = GateWatch()
+    monkeypatch.setattr(performance.timing_gate, "exclusive", gate.hold)
+    student, reference = ClockedSide(machine, 4.0, starts_a_thread_at=3), ClockedSide(machine, 1.0)
+    timing, _, _ = performance.compare_speed(student, reference, pairs=8)
+    assert gate.exclusive == 1 and timing.clock == "wall", (gate.exclusive, timing.clock)
+    first = [v for v in student.variants if v < performance.RETIME_VARIANTS]
+    second = [v for v in student.variants if v >= performance.RETIME_VARIANTS]
+    assert first and second and len(second) >= len(timing.student) >= 3
+    assert not set(first) & set(second), "the second timing repeated inputs of the first"
+    assert student.variants[len(first):] == second, "the second timing mixed in inputs of the first"
+    assert timing.variant in second and timing.variant in reference.variants
+
+
+def test_a_timing_that_cannot_use_cpu_clocks_takes_the_machine_to_itself_at_once(machine, monkeypatch):
+    """No CPU clock to read (no sandbox, or a helper process already there): the timing is by the wall
+    clock from the start, alone, on the usual variants (nothing was timed before it)."""
+    gate = GateWatch()
+    monkeypatch.setattr(performance.timing_gate, "exclusive", gate.hold)
+    student, reference = machine.call(4.0, "same"), machine.call(1.0, "same")
+    timing, _, _ = performance.compare_speed(student, reference, pairs=8)
+    assert gate.exclusive == 1 and timing.clock == "wall"
+    assert max(v for _, v in machine.variants) < performance.RETIME_VARIANTS

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import fcntl
+import json
 import math
+import os
 import re
 import socket
 import struct
@@ -187,6 +190,94 @@ def test_unknown_tags_and_dangling_tensor_keys_are_protocol_errors():
                 {"$t": "nt", "name": "os.system", "fields": ["a"], "v": [1]}, {"$t": "handle", "id": 1}):
         with pytest.raises(rpc.ProtocolError):
             rpc.Decoder({}).decode(bad)
+
+
+def _open_fds() -> int:
+    return len(list(Path("/proc/self/fd").iterdir()))
+
+
+class CountingSocket:
+    """A socket that counts the bytes sent through it (the rest it passes on)."""
+
+    def __init__(self, sock):
+        self.sock, self.sent = sock, 0
+
+    def sendall(self, data):
+        self.sent += len(data)
+        return self.sock.sendall(data)
+
+    def sendmsg(self, buffers, ancillary):
+        sent = self.sock.sendmsg(buffers, ancillary)
+        self.sent += sent
+        return sent
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool, torch.complex64])
+def test_large_inputs_reach_the_sandbox_as_memory_files_not_through_the_socket(dtype):
+    """Issue 44: a tensor of SHARED_MIN_BYTES or more that the trusted side sends into the sandbox crosses
+    as a sealed memory file: the same values on the other side, a tensor the receiver may change (its
+    own copy-on-write pages, the sender's untouched), and only the frame's header through the socket."""
+    g = torch.Generator().manual_seed(1)
+    big = (torch.randn(300_000, 8, generator=g) * 10).to(dtype)
+    original = big.clone()
+    small = torch.arange(6)
+    a, b = socket.socketpair()
+    with a, b:
+        counted = CountingSocket(a)
+        fds_before = _open_fds()
+        rpc.Channel(counted, share_large=True).send({"op": "x"}, {"t0": big, "t1": small})
+        header, tensors = rpc.Channel(b, accept_shared=True).recv(timeout=5)
+        assert header == {"op": "x"}
+        assert tensors["t0"].dtype == dtype and tensors["t0"].shape == big.shape
+        assert torch.equal(tensors["t0"], big) and torch.equal(tensors["t1"], small)
+        assert counted.sent < 4096, f"{counted.sent} bytes went through the socket"
+        received = tensors["t0"]
+        received.zero_() if dtype is not torch.bool else received.logical_not_()
+        assert not torch.equal(received, original) and torch.equal(big, original)  # the sender's is untouched
+        del tensors, received
+        assert _open_fds() == fds_before, "a memory file's descriptor was left open"
+
+
+def test_the_trusted_side_never_takes_a_descriptor_from_the_sandbox():
+    """A sandboxed process that sends memory files back is not believed: the trusted side's channel takes
+    no descriptor from the socket (the kernel closes them), and a frame that lists shared tensors is a
+    protocol error there."""
+    a, b = socket.socketpair()
+    with a, b:
+        before = _open_fds()
+        rpc.Channel(a, share_large=True).send({"op": "reply"}, {"t0": torch.zeros(400_000)})
+        with pytest.raises(rpc.ProtocolError):
+            rpc.Channel(b).recv(timeout=5)
+        assert _open_fds() == before
+
+
+@pytest.mark.parametrize("entry, why", [
+    ({"t0": {"i": 1, "dtype": "float32", "shape": [262144]}}, "an index past the descriptors sent"),
+    ({"t0": {"i": 0, "dtype": "float32", "shape": [262145]}}, "more bytes than the file holds"),
+    ({"t0": {"i": 0, "dtype": "pickle", "shape": [262144]}}, "an unknown dtype"),
+    ({"t0": {"i": 0, "dtype": "float32", "shape": [-1]}}, "a negative size"),
+    ([1, 2], "not an object"),
+])
+def test_a_bad_shared_memory_entry_is_a_protocol_error(entry, why):
+    fd = rpc._shared_file(torch.zeros(262144))
+    before = _open_fds()
+    with pytest.raises(rpc.ProtocolError):
+        rpc.decode_message(json.dumps({"op": "x", "$shared": entry}).encode(), b"", [fd])
+    assert _open_fds() == before - 1, f"{why}: the descriptor was not closed"
+
+
+def test_a_shared_memory_file_is_sealed_against_writes():
+    fd = rpc._shared_file(torch.ones(262144))
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        assert seals & fcntl.F_SEAL_WRITE and seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_GROW
+        with pytest.raises(PermissionError):
+            os.write(fd, b"x")
+    finally:
+        os.close(fd)
 
 
 def test_no_pickle_anywhere_in_the_wire_path():

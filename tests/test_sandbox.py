@@ -305,6 +305,35 @@ def test_in_place_changes_to_list_elements_are_copied_back(sb):
     assert torch.equal(top, torch.full((2,), 2.0, dtype=torch.float64))  # a top-level argument, as before
 
 
+def test_large_arguments_cross_as_memory_files_and_behave_as_any_tensor_there(sb):
+    """Issue 44: an argument of a megabyte or more reaches the submission as a sealed memory file, mapped
+    copy-on-write (sandbox/inside/rpc.py): the same values; the student's code may change it in place
+    (the change is copied back, as for any argument), stash it, resize a copy of it; and a stashed one
+    gives every call a fresh copy."""
+    from bertlab_grader.sandbox.inside import rpc
+
+    src = {"cka.py": "import torch\nKEPT = []\n"
+                     "def describe(x):\n    return [list(x.shape), str(x.dtype), float(x.double().sum())]\n"
+                     "def normalise_in_place(x):\n    x /= x.norm(dim=1, keepdim=True)\n    return True\n"
+                     "def keep_and_grow(x):\n    KEPT.append(x)\n    y = x.clone()\n    y.resize_(x.shape[0] + 1, x.shape[1])\n"
+                     "    return list(y.shape)\n"
+                     "def scale_in_place(x):\n    x.mul_(2)\n    return float(x.double().sum())\n"}
+    corpus = torch.randn(200_000, 8, generator=torch.Generator().manual_seed(3))
+    assert corpus.numel() * corpus.element_size() >= rpc.SHARED_MIN_BYTES
+    with sb.session(src) as impl:
+        assert impl.cka.describe(corpus) == [[200_000, 8], "torch.float32", pytest.approx(float(corpus.double().sum()))]
+        changed = corpus.clone()
+        assert impl.cka.normalise_in_place(changed) is True
+        torch.testing.assert_close(changed, corpus / corpus.norm(dim=1, keepdim=True))
+        assert impl.cka.keep_and_grow(corpus) == [200_001, 8]
+        session = impl._session
+        stashed = session.stash(corpus)
+        total = float(corpus.double().sum())
+        for _ in range(2):  # each call starts from what was stashed
+            assert session.request(impl.cka.scale_in_place, "call", (stashed,), watch=False) == pytest.approx(2 * total)
+    assert torch.equal(corpus, torch.randn(200_000, 8, generator=torch.Generator().manual_seed(3)))
+
+
 def test_timeout_then_the_next_call_runs_in_a_fresh_child(sb):
     src = {"cka.py": "import time\nSTATE = []\n"
                      "def slow():\n    time.sleep(60)\n"

@@ -1,14 +1,20 @@
-"""One grader worker times at a time, while the others wait: the performance task's quiet room.
+"""One grader worker times by the wall clock at a time, while the others wait: the performance task's
+quiet room, for the timings that need it.
 
-With N grader workers on N cores, a worker timing a 1-5 ms call shares the machine with the other
-workers' correctness tests, and its sandboxed submission must be woken for every call while the other
-cores are busy: the same correct submission measured 0.8x in one run and 4.9x in another, and its
-performance points flipped between cohorts (issue 11, docs/hidden-suites.md "Identical submissions,
-identical grades"). So timing is exclusive:
+With N grader workers on N cores, a worker timing a 1-5 ms call by the wall clock shares the machine
+with the other workers' correctness tests, and its sandboxed submission must be woken for every call
+while the other cores are busy: the same correct submission measured 0.8x in one run and 4.9x in
+another, and its performance points flipped between cohorts (issue 11, docs/hidden-suites.md
+"Identical submissions, identical grades"). Since issue 41 a timing reads each side's CPU clock, which
+that waiting does not move; since issue 44 such a timing runs beside the other workers, who go on with
+their correctness tests (``bertlab_grader.performance.timing.compare_speed``), each worker's timings on
+a CPU of their own (``timing_cpu``). The gate is for a timing by the wall clock only (the submission
+started a process or a thread, so its CPU clock does not show all its work; or no sandbox), which is
+exclusive:
 
 - everything a worker does for a submission (starting its sandbox, the correctness tests, the hints)
   is *work*: it enters through the gate, and many workers work at once;
-- a worker about to time (``bertlab_grader.performance.timing.compare_speed``) leaves work, closes the gate
+- a worker about to time by the wall clock (``bertlab_grader.performance.timing.compare_speed``) leaves work, closes the gate
   so no one enters, waits until every other worker has left work (each finishes the test it is in:
   seconds at most), times, and opens the gate again;
 - a worker passes a pause point (``pause_point``) before every hidden test and before the hints: it
@@ -31,6 +37,7 @@ no-ops where none is installed (``grade-one``, ``bertlab check``, the kit's test
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
@@ -135,6 +142,16 @@ def install(gate: Optional[TimingGate], slot: int) -> None:
         gate.slot = slot
     _installed = gate
     give_way.install(None if gate is None else gate.timer_waiting, None if gate is None else gate.pause_point)
+
+
+def timing_cpu() -> Optional[int]:
+    """The CPU this worker's timings run on: worker slot k takes the k-th CPU this process may use (modulo
+    their number), so two workers timing at the same moment do not share one. None outside a cohort
+    run (no gate installed) or in the main process."""
+    if _installed is None or _installed.slot == NO_ONE or not hasattr(os, "sched_getaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[_installed.slot % len(cpus)] if cpus else None
 
 
 @contextmanager

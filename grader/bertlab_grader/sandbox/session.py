@@ -301,7 +301,7 @@ class Session:
             os.close(out_w)
         self._out.attach(out_r)
         self.generation += 1
-        self.child = _Child(job, rpc.Channel(mine), nonce, self.sandbox.generation)
+        self.child = _Child(job, rpc.Channel(mine, share_large=True), nonce, self.sandbox.generation)
         return self.child
 
     def _await_ready(self, child: _Child) -> None:
