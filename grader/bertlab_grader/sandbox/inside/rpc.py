@@ -366,7 +366,7 @@ class Channel:
         tensors = dict(tensors or {})
         fds: list[int] = []
         try:
-            if self.share_large:
+            if self.share_large and hasattr(os, "memfd_create"):  # (Linux; elsewhere through the socket)
                 large = [k for k, t in tensors.items() if t.numel() * t.element_size() >= SHARED_MIN_BYTES]
                 if large:
                     shared = {}
