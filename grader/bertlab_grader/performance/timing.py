@@ -399,8 +399,8 @@ def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any]
         if kept is not None:
             return _reused(kept, student, reference)
     timing = None
-    first_try = _CpuClocks(student, reference).trusted
-    if first_try:
+    cpu_clocks = _CpuClocks(student, reference).trusted
+    if cpu_clocks:
         # Timed beside the other workers (they go on with their correctness tests): each call is
         # measured by its side's CPU clock, which their load does not move. Only where that clock
         # stops being trusted (the submission started a process or a thread) is it timed again
@@ -408,31 +408,38 @@ def compare_speed(student: Callable[[int], Any], reference: Callable[[int], Any]
         timing = _compare(student, reference, pairs, give_up_ratio, right)
         if timing.clock != "cpu":
             timing = None
-    if timing is None:
-        # The wall clock needs the machine to itself: the other workers wait (the timing gate).
-        # A second timing gets input variants of its own (``RETIME_VARIANTS``), so nothing the
-        # submission remembered from the first helps it. The record stays locked across it: a worker
-        # grading identical files meanwhile waits, then reuses.
-        with timing_gate.exclusive() as waited, (record.locked() if record else nullcontext()):
-            kept = record.get(name) if record else None
-            if kept is not None:
-                return _reused(kept, student, reference)
-            if first_try:
-                timing = _compare(_Shifted(student, RETIME_VARIANTS), _Shifted(reference, RETIME_VARIANTS),
-                                  pairs, give_up_ratio, right)
-                timing.variant += RETIME_VARIANTS  # the inputs its last results answered, for a reuse
-            else:
-                timing = _compare(student, reference, pairs, give_up_ratio, right)
-            timing.waited_s = waited
-            if record:
-                record.put(name, timing.to_record())
-        return timing, timing.student_result, timing.reference_result
-    if record:
-        with record.locked():
-            kept = record.get(name)  # identical files measured meanwhile by another worker: one measurement
-            if kept is not None:
-                return _reused(kept, student, reference)
+    if timing is not None:
+        with (record.locked() if record else nullcontext()):
+            return _keep_or_reuse(record, name, timing, student, reference)
+    # The wall clock needs the machine to itself: the other workers wait (the timing gate). A second
+    # timing gets input variants of its own (``RETIME_VARIANTS``), so nothing the submission remembered
+    # from the first helps it. The record stays locked across it: a worker grading identical files
+    # meanwhile waits, then reuses.
+    with timing_gate.exclusive() as waited, (record.locked() if record else nullcontext()):
+        kept = record.get(name) if record else None
+        if kept is not None:
+            return _reused(kept, student, reference)
+        if cpu_clocks:
+            timing = _compare(_Shifted(student, RETIME_VARIANTS), _Shifted(reference, RETIME_VARIANTS),
+                              pairs, give_up_ratio, right)
+            timing.variant += RETIME_VARIANTS  # the inputs its last results answered, for a reuse
+        else:
+            timing = _compare(student, reference, pairs, give_up_ratio, right)
+        timing.waited_s = waited
+        if record:  # (locked since the look-up above: no one stored one meanwhile)
             record.put(name, timing.to_record())
+        return timing, timing.student_result, timing.reference_result
+
+
+def _keep_or_reuse(record, name: Optional[str], timing: Timing, student, reference) -> tuple[Timing, Any, Any]:
+    """Under the record's lock, after a timing made without it: a measurement of identical files another
+    worker stored meanwhile is reused (identical files, one measurement); otherwise ``timing`` is
+    stored. Returns compare_speed's triple."""
+    if record:
+        kept = record.get(name)
+        if kept is not None:
+            return _reused(kept, student, reference)
+        record.put(name, timing.to_record())
     return timing, timing.student_result, timing.reference_result
 
 

@@ -470,10 +470,11 @@ def _changed(obj, before) -> bool:
                 return True
             if torch.equal(now, before):  # one pass, the usual case: unchanged and no NaN
                 return False
-            if now.is_floating_point() or now.is_complex():  # NaN != NaN: compare them apart
-                return not bool(torch.equal(now.nan_to_num(0.5), before.nan_to_num(0.5))
-                                and torch.equal(now.isnan(), before.isnan()))
-            return not torch.equal(now, before)
+            if not (now.is_floating_point() or now.is_complex()):
+                return True
+            # NaN != NaN, so a tensor holding one is never torch.equal to itself: compare them apart.
+            return not bool(torch.equal(now.nan_to_num(0.5), before.nan_to_num(0.5))
+                            and torch.equal(now.isnan(), before.isnan()))
         return obj.shape != before.shape or obj.dtype != before.dtype or not np.array_equal(
             obj, before, equal_nan=obj.dtype.kind in "fc")
     except Exception:  # noqa: BLE001 - an argument the student broke counts as changed

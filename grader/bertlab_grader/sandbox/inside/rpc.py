@@ -330,7 +330,7 @@ def _mapped(shared: Any, fds: list[int]) -> dict[str, torch.Tensor]:
         if (type(index) is not int or not 0 <= index < len(fds) or dtype is None or not isinstance(shape, list)
                 or not all(type(n) is int and n >= 0 for n in shape)):
             raise ProtocolError(f"bad shared-memory entry for {key!r}")
-        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        nbytes = math.prod(shape) * dtype.itemsize
         if not SHARED_MIN_BYTES <= nbytes <= MAX_MESSAGE or os.fstat(fds[index]).st_size != nbytes:
             raise ProtocolError(f"shared memory for {key!r} does not hold {nbytes} bytes")
         # Copy-on-write: the receiver may change its tensor in place; the file (sealed) stays as sent.
