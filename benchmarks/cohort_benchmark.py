@@ -1,6 +1,6 @@
 """Cohort benchmark: `bertlab grade` against plain sequential `nbgrader autograde`, same cohort, same run.
 
-    python benchmarks/cohort_benchmark.py [--cohort distinct|copies] [--workers 2] [--baseline-n 10] [--no-floor] [--stages 4]
+    python benchmarks/cohort_benchmark.py [--cohort distinct|copies] [--workers 2] [--baseline-n 10] [--no-floor | --only-floor] [--stages 4]
 
 **The cohort.** By default (``--cohort distinct``) a class as it hands in: no two submissions alike.
 Every mutant and every correct variant of the kit's bank, every entry of the outside bank (correct
@@ -16,10 +16,13 @@ once"), not what a class costs.
   student's modules into its own kernel and runs the same hidden suites there (no sandbox; a fresh
   kernel, torch import and model load per student), on ``--baseline-n`` submissions spread over the
   cohort (it is slow); the ratio compares seconds per submission;
-- the cohort's own compute floor: the same correctness suites on the same submissions in one warm
-  process, with no sandbox, no timing and no hints (the hostile ones are left out of it: they would
-  end this process; the floor is given per submission). Times the workers: with 2 workers, a floor of
-  F s per submission is F/2 s of wall time per submission.
+- the cohort's own compute floor: the same suites on the same submissions in one warm process, with
+  no sandbox, no hints and nothing recorded (the hostile ones are left out of it: they would end this
+  process; the floor is given per submission). Each test runs at most the grader's call limit
+  (benchmarks/floor_limit.py): nothing else stops a Python loop over the memory test's corpus. It is
+  given twice: the four correctness tasks alone, and with the performance task, timed in process
+  (its pairs of calls are the suites' own work too). Times the workers: with 2 workers, a floor of F s
+  per submission is F/2 s of wall time per submission.
 
 **Where the time goes**, in the same run:
 - the `bertlab grade` run in phases: start-up (to the first result recorded), grading, the main
@@ -30,9 +33,10 @@ once"), not what a class costs.
   work, the performance task, hints and pytest's own run, per submission. Compare "total" with the
   floor per submission, one core.
 
-**The projection** for 10,000 submissions on 16, 64 and 256 worker cores (``projection``), from this
-run's start-up, grading cost per submission and core, export and feedback per student, and the single
-writer's rate measured here on SQLite and PostgreSQL (``--records``).
+**The projection** for 10,000 submissions on 16 and 64 worker cores and 100,000 on 256 (``projection``),
+from this run's start-up, grading cost per submission and core, export and feedback per student and
+core (split over the main host's ``--main-host-cores``), and the single writer's rate measured here on
+SQLite and PostgreSQL (``--records``); each input is printed with where it was measured.
 
 Prints seconds per submission, the ratio to plain nbgrader, the floor and the ratio to it, the phases,
 the stages and the projection, and with --every-copy the time of grading each copy on its own.
@@ -43,6 +47,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -104,28 +109,40 @@ def distinct_cohort() -> tuple[dict[str, dict[str, str]], set[str]]:
     return cohort, hostile
 
 
-def compute_floor(cohort: dict[str, dict[str, str]], hostile: set[str], workdir: Path) -> tuple[float, int]:
-    """(seconds per submission, submissions measured): the correctness suites on each non-hostile
-    submission, in this one warm process (no sandbox, no timing, no hints), after a rehearsal."""
+def compute_floor(cohort: dict[str, dict[str, str]], hostile: set[str], workdir: Path) -> dict:
+    """The hidden suites on each non-hostile submission, in this one warm process (no sandbox, no
+    hints, nothing recorded), after a rehearsal; each test runs at most the grader's call limit
+    (floor_limit.py). The performance task runs too, in process (``compare_speed``'s pairs, the
+    reference beside the submission): its seconds are counted apart, so the floor is given with
+    and without it. Returns {"correctness_s", "performance_s" (per submission, one core),
+    "measured", "stopped" (tests stopped at the call limit)}."""
+    import floor_limit  # benchmarks/floor_limit.py (this folder is on sys.path)
     from bertlab.implementations import load_directory
-    from bertlab.tasks import EXERCISE_TASKS
+    from bertlab.tasks import PERFORMANCE
     from bertlab_grader.grading.scoring import run_hidden_suite
 
+    limited = ["-p", "floor_limit"]
     run_hidden_suite(load_directory(_folder(workdir / "floor", "rehearsal", reference_sources())),
-                     student="rehearsal", tasks=EXERCISE_TASKS, hints=False)
-    measured, seconds = 0, 0.0
+                     student="rehearsal", hints=False, extra_pytest_args=limited)
+    floor_limit.STOPPED.clear()
+    floor_limit.SECONDS.clear()
+    measured, seconds, stopped = 0, 0.0, []
     for student, files in cohort.items():
         if student in hostile:
             continue
         folder = _folder(workdir / "floor", student, files)
         start = time.perf_counter()
         try:
-            run_hidden_suite(load_directory(folder), student=student, tasks=EXERCISE_TASKS, hints=False)
+            run_hidden_suite(load_directory(folder), student=student, hints=False, extra_pytest_args=limited)
         except Exception:  # noqa: BLE001 - a file that does not import: the suites never run, as for a grader
             pass
         seconds += time.perf_counter() - start
         measured += 1
-    return seconds / max(measured, 1), measured
+        stopped += [f"{student}: {nodeid}" for nodeid in floor_limit.STOPPED]
+        floor_limit.STOPPED.clear()
+    performance = floor_limit.SECONDS.get(PERFORMANCE, 0.0)
+    return {"correctness_s": (seconds - performance) / max(measured, 1),
+            "performance_s": performance / max(measured, 1), "measured": measured, "stopped": stopped}
 
 
 def _folder(base: Path, student: str, files: dict[str, str]) -> Path:
@@ -353,28 +370,53 @@ def writer_rates(result: dict, records: int, workdir: Path) -> dict[str, float]:
     return rates
 
 
-def projection(phases: dict, n: int, workers: int, writer: dict[str, float]) -> dict:
-    """10,000 submissions on 16, 64 and 256 worker cores, from this run's measured figures:
+# The targets of the projection: (submissions, worker cores, at most seconds).
+PROJECTED = ((10_000, 16, None), (10_000, 64, 600), (100_000, 256, 1800))
+
+
+def projection(phases: dict, n: int, workers: int, writer: dict[str, float], export_processes: int,
+               main_host_cores: int) -> dict:
+    """N submissions on C worker cores (``PROJECTED``), from this run's measured figures:
 
       start-up (workers warm up and preflight in parallel: the same on any number of cores)
-    + 10,000 x the grading cost per submission and core / cores, but never faster than the single
-      writer records them (its slower database)
-    + export and feedback on the main host: this run's cost per student x 10,000.
+    + N x the grading cost per submission and core / C, but never faster than the single writer
+      records them (its slower database)
+    + N x export and feedback per student and core / the main host's cores (``main_host_cores``:
+      the export and the feedback are split over that many nbgrader processes, gradebook.py's
+      ``export_and_feedback``; on a cluster the main host grades nothing, so its cores are free).
 
-    The cost per submission and core is this run's grading wall time x its workers / its submissions:
-    on hosts of as many worker cores as this one (a timing stops the other workers of its host, so a
-    host with more cores idles more per timing). Dask's own overhead per submission (a few ms:
-    benchmarks/cluster_scale.py) is not in it."""
+    The grading cost per submission and core is this run's grading wall time x its workers / its
+    submissions. It is an upper bound for a cluster's worker: here the main process (the writer, the
+    scan) shares the workers' cores. A timing no longer stops the other workers (issue 44), so more
+    cores per host do not add idle time. The export and feedback per student and core is this run's
+    export-and-feedback wall time x the cores its nbgrader processes could use (``export_processes``
+    side by side, at most this host's cores) / its students. Dask's own overhead per submission (a few ms: benchmarks/cluster_scale.py) is not in it."""
     per_core = phases["grading_s"] * workers / max(n, 1)
     per_record = 1 / min(writer.values())
-    export_per = phases["export_feedback_s"] / max(n, 1)
-    figures = {"inputs": {"start_up_s": phases["start_up_s"], "grading_s_per_submission_per_core": round(per_core, 3),
-                          "writer_s_per_result": round(per_record, 5),
-                          "export_feedback_s_per_student": round(export_per, 4)}}
-    for cores in (16, 64, 256):
-        grading = max(10000 * per_core / cores, 10000 * per_record)
-        figures[f"{cores}_cores_s"] = round(phases["start_up_s"] + grading + 10000 * export_per, 1)
+    busy = min(export_processes, len(os.sched_getaffinity(0)))  # the cores its processes could keep busy
+    export_per_core = phases["export_feedback_s"] * busy / max(n, 1)
+    figures = {"inputs": {
+        "start_up_s": [phases["start_up_s"], "this run: worker start-up and preflight, to the first result"],
+        "grading_s_per_submission_per_core": [round(per_core, 3), f"this run: grading wall time x {workers} workers / {n}"],
+        "writer_s_per_result": [round(per_record, 5), "this run: the slower database's rate (writer_results_per_s)"],
+        "export_feedback_s_per_student_per_core": [
+            round(export_per_core, 4),
+            f"this run: export and feedback wall time x {busy} cores ({export_processes} processes) / {n}"],
+        "main_host_cores": [main_host_cores, "assumed (--main-host-cores)"]}}
+    for submissions, cores, goal in PROJECTED:
+        grading = max(submissions * per_core / cores, submissions * per_record)
+        export = submissions * export_per_core / main_host_cores
+        total = round(phases["start_up_s"] + grading + export, 1)
+        figures[f"{submissions}_on_{cores}_cores"] = {
+            "start_up_s": phases["start_up_s"], "grading_s": round(grading, 1), "export_feedback_s": round(export, 1),
+            "total_s": total, "total_min": round(total / 60, 1),
+            **({"goal_min": goal / 60, "met": total <= goal} if goal else {})}
     return figures
+
+
+def _progress(label: str, value) -> None:
+    """A stage's figure as soon as it is measured (the whole run takes a quarter of an hour)."""
+    print(f"[cohort_benchmark] {label}: {value}", file=sys.stderr, flush=True)
 
 
 def main(argv=None) -> int:
@@ -386,11 +428,15 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--baseline-n", type=int, default=10, choices=range(1, 10**6), metavar="K", help="submissions graded by the nbgrader baseline")
     parser.add_argument("--no-floor", action="store_true", help="do not measure the cohort's compute floor")
+    parser.add_argument("--only-floor", action="store_true",
+                        help="measure only the cohort's floor (correctness and performance apart), nothing else")
     parser.add_argument("--stages", type=int, default=4, metavar="K",
                         help="split the real grader by stage on every K-th submission, one warm sandbox (0: no split)")
     parser.add_argument("--records", type=int, default=2000, metavar="N",
                         help="results recorded to measure the single writer on SQLite and PostgreSQL, for the "
                              "10,000-submission projection (0: no projection)")
+    parser.add_argument("--main-host-cores", type=int, default=16, metavar="K",
+                        help="the main host's cores in the projection: its export and feedback are split over them")
     parser.add_argument("--keep", action="store_true", help="keep the course folders")
     parser.add_argument("--every-copy", action="store_true",
                         help="also grade the cohort with every copy graded on its own (bertlab grade grades "
@@ -405,18 +451,34 @@ def main(argv=None) -> int:
         cohort, hostile = build_cohort(args.n), set()
     n = len(cohort)
     workdir = Path(tempfile.mkdtemp(prefix="bertlab-cohort-"))
+    if args.only_floor:  # the floor alone (a quarter of an hour on this cohort), no grading run
+        try:
+            floor = compute_floor(cohort, hostile, workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        print(json.dumps({"cohort": args.cohort, "submissions": n,
+                          "floor_correctness_seconds_per_submission_one_core": round(floor["correctness_s"], 3),
+                          "floor_performance_seconds_per_submission_one_core": round(floor["performance_s"], 3),
+                          "floor_submissions_measured": floor["measured"],
+                          "floor_tests_stopped_at_call_limit": floor["stopped"]}, indent=1))
+        return 0
     try:
         phases: dict = {}
         ours, results, exit_code = run_bertlab(cohort, args.workers, workdir, phases=phases)
+        _progress("bertlab grade", f"{ours:.1f} s for {n}, phases {phases}")
         every_copy = run_bertlab(cohort, args.workers, workdir, every_copy=True) if args.every_copy else None
         # the baseline's sample: spread over the cohort (mutants, variants, outside bank, broken), not its head
         step = max(1, n // args.baseline_n)
         sample = [s for s in list(cohort)[::step] if s not in hostile][: args.baseline_n]
         baseline_cohort = {s: cohort[s] for s in sample}
         theirs, their_scores = run_baseline(baseline_cohort, max_points_by_task(), workdir)
+        _progress("nbgrader", f"{theirs:.1f} s for {len(baseline_cohort)}")
         floor = None if args.no_floor else compute_floor(cohort, hostile, workdir)
+        _progress("floor", floor)
         stages = grader_stages(cohort, args.stages) if args.stages else None
+        _progress("stages", stages)
         writer = writer_rates(next(iter(results.values())), args.records, workdir) if args.records else None
+        _progress("writer", writer)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -439,16 +501,22 @@ def main(argv=None) -> int:
     report["bertlab_run_phases"] = phases
     if writer:
         report["writer_results_per_s"] = writer
-        report["projected_10000_submissions"] = projection(phases, n, args.workers, writer)
+        from bertlab_grader.course.gradebook import feedback_parts
+        from bertlab_grader.course.pool import default_workers
+
+        processes = 1 + feedback_parts(sorted(results), default_workers())  # the export, and the feedback's parts
+        report["projection"] = projection(phases, n, args.workers, writer, processes, args.main_host_cores)
     if stages is not None:
         report["grader_stages_per_submission_one_core"] = stages
     if floor is not None:
-        seconds, measured = floor
-        report["floor_seconds_per_submission_one_core"] = round(seconds, 3)
-        report["floor_submissions_measured"] = measured
-        # the floor's wall time per submission with as many workers as the grader had
-        report["floor_wall_seconds_per_submission"] = round(seconds / args.workers, 3)
-        report["bertlab_over_floor"] = round(per_ours / (seconds / args.workers), 2)
+        report["floor_submissions_measured"] = floor["measured"]
+        report["floor_tests_stopped_at_call_limit"] = floor["stopped"]
+        # one core's floor per submission; its wall time with as many workers as the grader had
+        for name, seconds in (("correctness", floor["correctness_s"]),
+                              ("all_tasks", floor["correctness_s"] + floor["performance_s"])):
+            report[f"floor_{name}_seconds_per_submission_one_core"] = round(seconds, 3)
+            report[f"floor_{name}_wall_seconds_per_submission"] = round(seconds / args.workers, 3)
+            report[f"bertlab_over_floor_{name}"] = round(per_ours / (seconds / args.workers), 2)
     if every_copy is not None:
         seconds, every_results, _ = every_copy
         report["every_copy_graded_seconds"] = round(seconds, 1)

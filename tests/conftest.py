@@ -26,7 +26,7 @@ UNIT_LANE = frozenset({
     "test_registry.py", "test_architecture.py", "test_course_settings.py", "test_rpc.py", "test_stubs.py",
     "test_docs.py", "test_task_pages.py", "test_lesson_progress.py", "test_lesson_cache.py", "test_data.py",
     "test_encoder.py", "test_seeded_inputs.py", "test_similarity.py", "test_export.py", "test_messages.py",
-    "test_report.py", "test_scoring.py", "test_lanes.py",
+    "test_report.py", "test_scoring.py", "test_lanes.py", "test_benchmark_tools.py",
 })
 
 #: Fixtures that install the kit, build a wheel or a virtualenv, run `bertlab demo`, execute the lesson
