@@ -18,8 +18,9 @@ once"), not what a class costs.
   cohort (it is slow); the ratio compares seconds per submission;
 - the cohort's own compute floor: the same suites on the same submissions in one warm process, with
   no sandbox, no hints and nothing recorded (the hostile ones are left out of it: they would end this
-  process; the floor is given per submission). Each test runs at most the grader's call limit
-  (benchmarks/floor_limit.py): nothing else stops a Python loop over the memory test's corpus. It is
+  process; the floor is given per submission). Each call of a submission runs at most the grader's
+  call limit and one that ran out is not made again, as in the sandbox (benchmarks/floor_limit.py):
+  nothing else stops a Python loop over the memory test's corpus. One torch thread. It is
   given twice: the four correctness tasks alone, and with the performance task, timed in process
   (its pairs of calls are the suites' own work too). Times the workers: with 2 workers, a floor of F s
   per submission is F/2 s of wall time per submission.
@@ -110,20 +111,23 @@ def distinct_cohort() -> tuple[dict[str, dict[str, str]], set[str]]:
 
 
 def compute_floor(cohort: dict[str, dict[str, str]], hostile: set[str], workdir: Path) -> dict:
-    """The hidden suites on each non-hostile submission, in this one warm process (no sandbox, no
-    hints, nothing recorded), after a rehearsal; each test runs at most the grader's call limit
-    (floor_limit.py). The performance task runs too, in process (``compare_speed``'s pairs, the
-    reference beside the submission): its seconds are counted apart, so the floor is given with
-    and without it. Returns {"correctness_s", "performance_s" (per submission, one core),
-    "measured", "stopped" (tests stopped at the call limit)}."""
+    """The hidden suites on each non-hostile submission, in this one warm process on one torch thread
+    (no sandbox, no hints, nothing recorded), after a rehearsal; each call of a submission runs at most
+    the grader's call limit, and one that ran out is not made again (floor_limit.py). The performance
+    task runs too, in process (``compare_speed``'s pairs, the reference beside the submission): its
+    seconds are counted apart, so the floor is given with and without it. Returns {"correctness_s",
+    "performance_s" (per submission, one core), "measured", "stopped" (calls stopped at the limit)}."""
+    import torch
+
     import floor_limit  # benchmarks/floor_limit.py (this folder is on sys.path)
     from bertlab.implementations import load_directory
     from bertlab.tasks import PERFORMANCE
     from bertlab_grader.grading.scoring import run_hidden_suite
 
-    limited = ["-p", "floor_limit"]
+    torch.set_num_threads(1)  # one core, as a grader worker: the floor is given per core
+    counted = ["-p", "floor_limit"]
     run_hidden_suite(load_directory(_folder(workdir / "floor", "rehearsal", reference_sources())),
-                     student="rehearsal", hints=False, extra_pytest_args=limited)
+                     student="rehearsal", hints=False, extra_pytest_args=counted)
     floor_limit.STOPPED.clear()
     floor_limit.SECONDS.clear()
     measured, seconds, stopped = 0, 0.0, []
@@ -133,12 +137,14 @@ def compute_floor(cohort: dict[str, dict[str, str]], hostile: set[str], workdir:
         folder = _folder(workdir / "floor", student, files)
         start = time.perf_counter()
         try:
-            run_hidden_suite(load_directory(folder), student=student, hints=False, extra_pytest_args=limited)
+            impl = load_directory(folder)
+            floor_limit.limit_calls(impl)
+            run_hidden_suite(impl, student=student, hints=False, extra_pytest_args=counted)
         except Exception:  # noqa: BLE001 - a file that does not import: the suites never run, as for a grader
             pass
         seconds += time.perf_counter() - start
         measured += 1
-        stopped += [f"{student}: {nodeid}" for nodeid in floor_limit.STOPPED]
+        stopped += [f"{student}: {name}" for name in floor_limit.STOPPED]
         floor_limit.STOPPED.clear()
     performance = floor_limit.SECONDS.get(PERFORMANCE, 0.0)
     return {"correctness_s": (seconds - performance) / max(measured, 1),
@@ -460,7 +466,7 @@ def main(argv=None) -> int:
                           "floor_correctness_seconds_per_submission_one_core": round(floor["correctness_s"], 3),
                           "floor_performance_seconds_per_submission_one_core": round(floor["performance_s"], 3),
                           "floor_submissions_measured": floor["measured"],
-                          "floor_tests_stopped_at_call_limit": floor["stopped"]}, indent=1))
+                          "floor_calls_stopped_at_call_limit": floor["stopped"]}, indent=1))
         return 0
     try:
         phases: dict = {}
@@ -510,7 +516,7 @@ def main(argv=None) -> int:
         report["grader_stages_per_submission_one_core"] = stages
     if floor is not None:
         report["floor_submissions_measured"] = floor["measured"]
-        report["floor_tests_stopped_at_call_limit"] = floor["stopped"]
+        report["floor_calls_stopped_at_call_limit"] = floor["stopped"]
         # one core's floor per submission; its wall time with as many workers as the grader had
         for name, seconds in (("correctness", floor["correctness_s"]),
                               ("all_tasks", floor["correctness_s"] + floor["performance_s"])):
