@@ -396,14 +396,16 @@ def projection(phases: dict, n: int, workers: int, writer: dict[str, float], exp
     scan) shares the workers' cores. A timing no longer stops the other workers (issue 44), so more
     cores per host do not add idle time. The export and feedback per student and core is this run's
     export-and-feedback wall time x the cores its nbgrader processes could use (``export_processes``
-    side by side, at most this host's cores) / its students. Dask's own overhead per submission (a few ms: benchmarks/cluster_scale.py) is not in it."""
+    side by side, at most this host's cores) / its students. Dask's own overhead per submission (a
+    few ms: benchmarks/cluster_scale.py) is not in it."""
     per_core = phases["grading_s"] * workers / max(n, 1)
     per_record = 1 / min(writer.values())
     busy = min(export_processes, len(os.sched_getaffinity(0)))  # the cores its processes could keep busy
     export_per_core = phases["export_feedback_s"] * busy / max(n, 1)
     figures = {"inputs": {
         "start_up_s": [phases["start_up_s"], "this run: worker start-up and preflight, to the first result"],
-        "grading_s_per_submission_per_core": [round(per_core, 3), f"this run: grading wall time x {workers} workers / {n}"],
+        "grading_s_per_submission_per_core": [round(per_core, 3),
+                                              f"this run: grading wall time x {workers} workers / {n}"],
         "writer_s_per_result": [round(per_record, 5), "this run: the slower database's rate (writer_results_per_s)"],
         "export_feedback_s_per_student_per_core": [
             round(export_per_core, 4),
