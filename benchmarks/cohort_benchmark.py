@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -380,7 +379,7 @@ def writer_rates(result: dict, records: int, workdir: Path) -> dict[str, float]:
 PROJECTED = ((10_000, 16, None), (10_000, 64, 600), (100_000, 256, 1800))
 
 
-def projection(phases: dict, n: int, workers: int, writer: dict[str, float], export_processes: int,
+def projection(phases: dict, n: int, workers: int, writer: dict[str, float], export_cores: int,
                main_host_cores: int) -> dict:
     """N submissions on C worker cores (``PROJECTED``), from this run's measured figures:
 
@@ -395,13 +394,12 @@ def projection(phases: dict, n: int, workers: int, writer: dict[str, float], exp
     submissions. It is an upper bound for a cluster's worker: here the main process (the writer, the
     scan) shares the workers' cores. A timing no longer stops the other workers (issue 44), so more
     cores per host do not add idle time. The export and feedback per student and core is this run's
-    export-and-feedback wall time x the cores its nbgrader processes could use (``export_processes``
-    side by side, at most this host's cores) / its students. Dask's own overhead per submission (a
+    export-and-feedback wall time x the cores its nbgrader processes could keep busy (``export_cores``:
+    the processes it ran side by side, at most this host's cores) / its students. Dask's own overhead per submission (a
     few ms: benchmarks/cluster_scale.py) is not in it."""
     per_core = phases["grading_s"] * workers / max(n, 1)
     per_record = 1 / min(writer.values())
-    busy = min(export_processes, len(os.sched_getaffinity(0)))  # the cores its processes could keep busy
-    export_per_core = phases["export_feedback_s"] * busy / max(n, 1)
+    export_per_core = phases["export_feedback_s"] * export_cores / max(n, 1)
     figures = {"inputs": {
         "start_up_s": [phases["start_up_s"], "this run: worker start-up and preflight, to the first result"],
         "grading_s_per_submission_per_core": [round(per_core, 3),
@@ -409,7 +407,7 @@ def projection(phases: dict, n: int, workers: int, writer: dict[str, float], exp
         "writer_s_per_result": [round(per_record, 5), "this run: the slower database's rate (writer_results_per_s)"],
         "export_feedback_s_per_student_per_core": [
             round(export_per_core, 4),
-            f"this run: export and feedback wall time x {busy} cores ({export_processes} processes) / {n}"],
+            f"this run: export and feedback wall time x {export_cores} cores / {n}"],
         "main_host_cores": [main_host_cores, "assumed (--main-host-cores)"]}}
     for submissions, cores, goal in PROJECTED:
         grading = max(submissions * per_core / cores, submissions * per_record)
@@ -512,8 +510,9 @@ def main(argv=None) -> int:
         from bertlab_grader.course.gradebook import feedback_parts
         from bertlab_grader.course.pool import default_workers
 
-        processes = 1 + feedback_parts(sorted(results), default_workers())  # the export, and the feedback's parts
-        report["projection"] = projection(phases, n, args.workers, writer, processes, args.main_host_cores)
+        # the export beside the feedback's parts (as the runner splits them), on at most this host's cores
+        export_cores = min(1 + feedback_parts(sorted(results), default_workers()), default_workers())
+        report["projection"] = projection(phases, n, args.workers, writer, export_cores, args.main_host_cores)
     if stages is not None:
         report["grader_stages_per_submission_one_core"] = stages
     if floor is not None:

@@ -31,6 +31,8 @@ from collections import defaultdict
 
 import pytest
 
+from bertlab.tasks import EXERCISE_MODULES, GRADED_TASKS
+
 LIMIT_S = 20.0  # the sandbox's call limit (grader/bertlab_grader/sandbox/launcher.py, Sandbox.timeout_s)
 STOPPED: list[str] = []  # "module.function" of each call stopped at the limit, in the order they ran
 SECONDS: dict[str, float] = defaultdict(float)  # task -> seconds of its tests' runs
@@ -79,8 +81,6 @@ def _limited(fn, name: str):
 def limit_calls(impl) -> None:
     """Limit every top-level function of ``impl``'s exercise modules, and give ``impl`` the
     ``call_limit(seconds)`` block the hidden tests use for large inputs; forget earlier hangs."""
-    from bertlab.tasks import EXERCISE_MODULES
-
     HUNG.clear()
     for module_name in EXERCISE_MODULES:
         module = getattr(impl, module_name)
@@ -102,8 +102,6 @@ def limit_calls(impl) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    from bertlab.tasks import GRADED_TASKS
-
     tasks = [m.name for m in item.iter_markers() if m.name in GRADED_TASKS]  # as the grader reads them
     begun = time.perf_counter()
     yield
