@@ -69,7 +69,7 @@ def _grade(cohort: dict, workdir: Path, name: str, **where) -> tuple[float, dict
     phases = {"start_up_s": round(recorded[0] - start, 1),
               "warm_s_per_submission": round((recorded[-1] - recorded[0]) / max(len(recorded) - 1, 1), 3),
               "export_feedback_s": round(end - recorded[-1], 1)}
-    return end - start, load_results(course, ASSIGNMENT), summary, phases
+    return end - start, load_results(CourseSettings(course, ASSIGNMENT)), summary, phases
 
 
 def dask_overhead(address: str, payload_bytes: int, tasks: int = 200, in_flight: int = 2) -> float:
@@ -111,7 +111,7 @@ def recording_rate(result: dict, records: int, db_url: str | None, workdir: Path
         for i in range(records):
             writer.record({**result, "student": f"r{i:05d}"})
     rate = records / (time.monotonic() - start)
-    recorded = course_results.load_results(course, ASSIGNMENT)
+    recorded = course_results.load_results(CourseSettings(course, ASSIGNMENT))
     if len(recorded) != records:
         raise SystemExit(f"recorded {len(recorded)} results.json of {records}: the writer lost some")
     return rate

@@ -266,7 +266,7 @@ def run_bertlab(cohort: dict, workers: int, workdir: Path, every_copy: bool = Fa
         elapsed = time.monotonic() - start
     if phases is not None:
         phases.update(run_phases(marks, start, elapsed))
-    return elapsed, course_results.load_results(course, ASSIGNMENT), code
+    return elapsed, course_results.load_results(CourseSettings(course, ASSIGNMENT)), code
 
 
 @contextlib.contextmanager

@@ -76,7 +76,7 @@ def grade_once(submissions: dict, copies: int, workers: int, workdir: Path, reco
     elapsed = time.monotonic() - start
     if code != 0:
         raise SystemExit(f"bertlab grade exited {code}: not every submission was graded")
-    return elapsed, load_results(course, ASSIGNMENT)
+    return elapsed, load_results(CourseSettings(course, ASSIGNMENT))
 
 
 def main(argv=None) -> int:

@@ -125,7 +125,7 @@ def build_course(course: Path, n: int, *, seed: int = 0, layout=None, not_graded
 
     causes = {s: f"the sandbox could not start: bwrap: synthetic failure #{i}\n(second line of the cause)"
               for i, s in enumerate(failed)}
-    problems = scan_submitted(course, ASSIGNMENT)[1]  # the loose folder, as `bertlab grade` finds it
+    problems = scan_submitted(CourseSettings(course, ASSIGNMENT))[1]  # the loose folder, as `bertlab grade` finds it
     summary = RunSummary(graded=list(graded) + list(refused or {}), not_graded=dict(causes), layout=problems)
     write_last_run(CourseSettings(course, ASSIGNMENT), summary)
     return {"results": results, "not_graded": causes, "layout": problems}

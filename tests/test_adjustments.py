@@ -68,7 +68,7 @@ def test_the_same_files_graded_again_keep_the_adjustment(course):
     assert [(a.student, a.action) for a in heard] == [("ann", KEPT)]
     assert heard[0].tasks == {"pooling": {"manual_score": 5.5, "extra_credit": None},
                               "cka": {"manual_score": None, "extra_credit": 1.0}}
-    assert not set_aside_path(course, ASSIGNMENT).exists()
+    assert not set_aside_path(CourseSettings(course, ASSIGNMENT)).exists()
 
 
 def test_changed_files_set_the_adjustment_aside_and_remember_it(course):
@@ -80,7 +80,7 @@ def test_changed_files_set_the_adjustment_aside_and_remember_it(course):
     assert grades["pooling"] == (1.0, None, None, False, 1.0), "the new code's own score stands"
     assert grades["cka"] == (4.0, None, None, False, 4.0)
     assert [(a.student, a.action) for a in heard] == [("bo", SET_ASIDE)]
-    kept = json.loads(set_aside_path(course, ASSIGNMENT).read_text())
+    kept = json.loads(set_aside_path(CourseSettings(course, ASSIGNMENT)).read_text())
     assert len(kept) == 1 and kept[0]["student"] == "bo"
     assert kept[0]["tasks"]["pooling"] == {"manual_score": 6.0, "extra_credit": None}
     assert kept[0]["tasks"]["cka"] == {"manual_score": None, "extra_credit": 0.5}
@@ -125,7 +125,7 @@ def test_a_batch_sets_aside_and_keeps_each_students_adjustment_and_a_replay_lose
         writer.close()
     assert _grades(course, "ann")["pooling"] == (2.0, 5.0, None, True, 5.0), "kept, flagged for review"
     assert _grades(course, "bo")["pooling"] == (1.0, None, None, False, 1.0), "set aside"
-    kept = json.loads(set_aside_path(course, ASSIGNMENT).read_text())
+    kept = json.loads(set_aside_path(CourseSettings(course, ASSIGNMENT)).read_text())
     assert [(k["student"], k["files_then"], k["files_now"]) for k in kept] == [("bo", DIGEST_A, DIGEST_B)]
     assert len(journal.journal_paths(CourseSettings(course, ASSIGNMENT))) == 1, "the interrupted batch stays journaled"
 
@@ -133,6 +133,6 @@ def test_a_batch_sets_aside_and_keeps_each_students_adjustment_and_a_replay_lose
     assert sorted(journal.replay(CourseSettings(course, ASSIGNMENT), on_adjustment=heard.append)) == ["ann", "bo"]
     assert _grades(course, "ann")["pooling"] == (2.0, 5.0, None, True, 5.0)
     assert _grades(course, "bo")["pooling"] == (1.0, None, None, False, 1.0)
-    assert len(json.loads(set_aside_path(course, ASSIGNMENT).read_text())) == 1, "set aside once"
+    assert len(json.loads(set_aside_path(CourseSettings(course, ASSIGNMENT)).read_text())) == 1, "set aside once"
     assert json.loads((course / "autograded" / "bo" / ASSIGNMENT / "results.json").read_text())[
         "submission_digest"] == DIGEST_B

@@ -167,7 +167,7 @@ def course(tmp_path_factory):
     _write_zip(course / "submitted" / "carol" / f"{ASSIGNMENT}.zip",
                {"cka.py": b"x = 1\n", "../evil.py": b"import os\n"})
 
-    found = list_submissions(course, ASSIGNMENT)
+    found = list_submissions(CourseSettings(course, ASSIGNMENT))
     max_points = course_max_points(settings)
     results = {"alice": alice_first(), "bob": bob_result()}
     for sub in found:
@@ -248,7 +248,7 @@ def test_gradebook_has_one_submission_per_student_and_task_scores(course):
 
 
 def test_results_json_written_and_loaded(course):
-    loaded = load_results(course["dir"], ASSIGNMENT)
+    loaded = load_results(CourseSettings(course["dir"], ASSIGNMENT))
     assert sorted(loaded) == ["alice", "bob", "carol"]
     assert loaded["alice"] == validate_result(alice_second())
     assert loaded["carol"]["score"] == 0.0
@@ -384,7 +384,7 @@ def test_recording_the_same_result_again_builds_no_notebook_and_any_change_rebui
     import nbformat
 
     fresh = build_graded_notebook(ASSIGNMENT, course_max_points(settings), validate_result(alice_second()),
-                                  submitted_sources(settings.root, "alice", ASSIGNMENT))
+                                  submitted_sources(settings, "alice"))
     assert notebook.read_text() == nbformat.v4.writes(fresh) + "\n"
 
 
@@ -436,7 +436,7 @@ def _one_zip_course(tmp_path, members, compression=zipfile.ZIP_DEFLATED, infos=(
         with zipfile.ZipFile(zpath, "a") as zf:
             for info, data in infos:
                 zf.writestr(info, data)
-    (sub,) = list_submissions(course, ASSIGNMENT)
+    (sub,) = list_submissions(CourseSettings(course, ASSIGNMENT))
     return course, sub
 
 
@@ -446,8 +446,8 @@ def test_good_zip_is_extracted_privately(tmp_path):
     course, sub = _one_zip_course(tmp_path, members)
     assert sub.error is None
     assert sub.source.name == "sam.zip"
-    assert sub.path == subs.staging_dir(course, ASSIGNMENT, "sam") / "week7"
-    assert stat.S_IMODE(subs.staging_dir(course, ASSIGNMENT, "sam").stat().st_mode) == 0o700
+    assert sub.path == subs.staging_dir(CourseSettings(course, ASSIGNMENT), "sam") / "week7"
+    assert stat.S_IMODE(subs.staging_dir(CourseSettings(course, ASSIGNMENT), "sam").stat().st_mode) == 0o700
     sources = read_submission_sources(sub.path)
     assert dict(sources) == GOOD_SOURCES and sources.problems == {}
     student, path = sub  # still a (student, path) pair
@@ -507,7 +507,7 @@ def test_broken_or_ambiguous_zips_give_errors_not_exceptions(tmp_path):
     (d3 / "cka.py").write_text("x = 1\n")
     (d3 / "old.zip").write_bytes(b"junk")  # source files present: the folder is graded, the zip ignored
     (course / "submitted" / "dee").mkdir()  # no week7 submission at all: not listed
-    got = {s.student: s for s in list_submissions(course, ASSIGNMENT)}
+    got = {s.student: s for s in list_submissions(CourseSettings(course, ASSIGNMENT))}
     assert sorted(got) == ["ann", "ben", "cid"]
     assert "not a readable zip" in got["ann"].error
     assert "2 zip files" in got["ben"].error

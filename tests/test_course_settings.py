@@ -12,20 +12,35 @@ from bertlab_grader.grading.scoring import max_points_by_task
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 GRADER_PACKAGE = KIT_ROOT / "grader" / "bertlab_grader"
-# The course's parts that each of these modules' functions could take one by one; they take the settings.
-SETTINGS_PARTS = {"assignment", "db_url", "unsafe_no_sandbox", "hide"}
-# (The grading room takes only the assignment, as the name results.json carries; the Dask plugin takes
-# plain values that this host worked out, since a worker elsewhere may not see the course.)
-TAKES_THE_SETTINGS = ("course/runner.py", "course/pool.py", "course/journal.py", "course/preconditions.py",
-                      "export/lms.py")
+# What a function of the course room or export/ must not take one by one (it takes the settings): the
+# gradebook's URL, the sandbox choice, the hidden folders, and a course folder together with an
+# assignment. (An assignment alone is a name a document carries: results.json, a notebook's title.)
+URL_PARTS = {"db_url", "gradebook_url", "url"}
+OTHER_PARTS = {"unsafe_no_sandbox", "hide", "hidden_paths"}
+COURSE_FOLDER = {"course", "course_dir", "course_root", "root"}
+# The functions allowed to, and why: each handles the one URL the settings worked out, or no course.
+ALLOWED = {
+    "course/config.py": {"normalise_db_url",  # tidies the --db-url the command line gave, for the settings
+                         "_coursedir",        # applies settings.gradebook_url to nbgrader's CourseDirectory
+                         "_sqlite_path"},     # the file behind settings.gradebook_url, if any
+    "course/gradebook.py": {"_gradebook",     # opens settings.gradebook_url
+                            "_db_args"},      # settings.gradebook_url as nbgrader's command-line option
+    "course/settings.py": {"__post_init__"},  # where the given URL becomes gradebook_url
+    # `bertlab grade-one FOLDER` grades one folder outside any course: the instructor's own sandbox flag
+    "course/grade_one.py": {"grade_one", "grade_one_command"},
+}
+COURSE_ROOM_AND_EXPORT = sorted(
+    path.relative_to(GRADER_PACKAGE).as_posix()
+    for room in ("course", "export") for path in (GRADER_PACKAGE / room).rglob("*.py"))
 
 
 def test_the_root_is_absolute_and_a_given_url_is_kept(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     settings = CourseSettings(Path("course"), "week7", "sqlite:///elsewhere/gb.db")
     assert settings.root == tmp_path / "course"
-    assert settings.db_url == "sqlite:///elsewhere/gb.db", "the command line's URL, as given (init_course writes it)"
-    assert settings.gradebook_url == f"sqlite:///{tmp_path}/elsewhere/gb.db"
+    assert settings.url_from_command_line, "init_course writes a URL the command line gave into the config"
+    assert settings.gradebook_url == f"sqlite:///{tmp_path}/elsewhere/gb.db", "made absolute, from where it was given"
+    assert not hasattr(settings, "db_url"), "the settings have one URL, gradebook_url"
     assert settings.hidden_paths == tuple(sorted({str(tmp_path / "course"), str(tmp_path / "elsewhere")}))
     assert not settings.unsafe_no_sandbox, "the sandbox is the default; only the instructor's flag turns it off"
 
@@ -36,48 +51,46 @@ def test_without_a_url_the_course_config_decides(tmp_path):
     (tmp_path / "books").mkdir()
     init_course(CourseSettings(course, "week7", f"sqlite:///{tmp_path}/books/gb.db"), max_points=max_points_by_task())
     settings = CourseSettings(course, "week7")
-    assert settings.db_url is None
+    assert not settings.url_from_command_line
     assert settings.gradebook_url == f"sqlite:///{tmp_path}/books/gb.db"
     assert str(tmp_path / "books") in settings.hidden_paths, "the sandbox must not see the gradebook"
     assert CourseSettings(tmp_path / "fresh").gradebook_url == f"sqlite:///{tmp_path}/fresh/gradebook.db"
 
 
 def test_the_course_room_takes_the_settings_not_their_parts():
-    """A function of the modules a cohort run (and `bertlab export`) goes through takes ``settings`` (or a value built from
-    it), not the assignment, the gradebook URL, the sandbox choice or the hidden folders one by one."""
+    """Every function of every module of the course room and ``export/`` (private ones too) takes
+    ``settings: CourseSettings`` (or a value built from it), never the gradebook's URL, the sandbox
+    choice, the hidden folders, or a course folder with an assignment, one by one: which URL to pass, or
+    which folder goes with which assignment, is never the caller's question."""
+    assert len(COURSE_ROOM_AND_EXPORT) > 20, COURSE_ROOM_AND_EXPORT  # (the walk found the rooms)
     threaded = []
-    for name in TAKES_THE_SETTINGS:
+    for name in COURSE_ROOM_AND_EXPORT:
         tree = ast.parse((GRADER_PACKAGE / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("require_"):
-                args = node.args
-                names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-                if names & SETTINGS_PARTS:
-                    threaded.append(f"{name}:{node.lineno} {node.name}({', '.join(sorted(names & SETTINGS_PARTS))})")
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name in ALLOWED.get(name, ()):
+                continue
+            args = node.args
+            names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+            parts = names & (URL_PARTS | OTHER_PARTS)
+            if "assignment" in names and names & COURSE_FOLDER:
+                parts |= {"assignment"} | (names & COURSE_FOLDER)
+            if parts:
+                threaded.append(f"{name}:{node.lineno} {node.name}({', '.join(sorted(parts))})")
     assert not threaded, "these take the course's settings one by one; take `settings: CourseSettings`:\n" + \
         "\n".join(threaded)
 
 
-# The modules that open the gradebook or run nbgrader on it, and the two functions there that work a
-# URL out (``course_db_url``, for CourseSettings.gradebook_url) or tidy one (``normalise_db_url``).
-GRADEBOOK_MODULES = ("course/config.py", "course/gradebook.py", "course/results.py", "course/preconditions.py")
-URL_MAKERS = {"course_db_url", "normalise_db_url"}
-
-
-def test_no_gradebook_function_takes_a_url_of_its_own():
-    """Which URL to pass is never the caller's question: a public function that touches the gradebook
-    takes the course's settings and uses ``settings.gradebook_url`` (``init_course`` alone reads
-    ``settings.db_url``, the URL as given, because it writes that one into the config)."""
-    taking = []
-    for name in GRADEBOOK_MODULES:
-        tree = ast.parse((GRADER_PACKAGE / name).read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_") \
-                    and node.name not in URL_MAKERS:
-                args = node.args
-                if "db_url" in {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}:
-                    taking.append(f"{name}:{node.lineno} {node.name}")
-    assert not taking, "these take a gradebook URL; take `settings: CourseSettings` instead:\n" + "\n".join(taking)
+def test_the_guard_sees_a_function_that_takes_the_parts():
+    """The guard above flags what it is meant to (a made-up module, walked the same way)."""
+    source = "def load(course_dir, assignment):\n    pass\ndef open_book(db_url):\n    pass\n" \
+             "def fine(settings, assignment):\n    pass\n"
+    flagged = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef):
+            names = {a.arg for a in node.args.args}
+            if names & (URL_PARTS | OTHER_PARTS) or ("assignment" in names and names & COURSE_FOLDER):
+                flagged.append(node.name)
+    assert flagged == ["load", "open_book"]
 
 
 def test_a_worker_gets_what_the_main_process_worked_out(tmp_path, monkeypatch):

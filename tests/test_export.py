@@ -74,7 +74,7 @@ def course(tmp_path_factory):
     init_course(CourseSettings(course, ASSIGNMENT), MAX_POINTS)
     for student in POINTS:
         _hand_in(course, student)
-    for submission in scan_submitted(course, ASSIGNMENT)[0]:  # as `bertlab grade` sees them
+    for submission in scan_submitted(CourseSettings(course, ASSIGNMENT))[0]:  # as `bertlab grade` sees them
         record_result(CourseSettings(course, ASSIGNMENT), _result(submission.student, submission_digest(submission)))
     _hand_in(course, "erin")  # never graded
     (course / "submitted" / "carol" / ASSIGNMENT / "cka.py").write_text("# carol's new cka.py\n")  # stale now

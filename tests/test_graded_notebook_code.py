@@ -19,6 +19,7 @@ import pytest
 from bertlab.tasks import EXERCISE_FILES, EXERCISE_TASKS, GRADED_TASKS, PERFORMANCE, exercise
 from bertlab_grader.course import code_cells, submissions
 from bertlab_grader.course.feedback import build_graded_notebook
+from bertlab_grader.course.settings import CourseSettings
 from bertlab_grader.course.submissions import SubmissionSources, list_submissions, read_submission_sources
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
@@ -169,7 +170,7 @@ def test_no_hidden_test_source_reaches_the_code_cells(tmp_path):
     hidden = sorted((KIT_ROOT / "tests" / "hidden").glob("test_hidden_*.py"))
     assert hidden, "the kit's hidden suites are missing"
     (folder / hidden[0].name).write_text(hidden[0].read_text())
-    sources = submissions.submitted_sources(tmp_path / "course", "amy", ASSIGNMENT)
+    sources = submissions.submitted_sources(CourseSettings(tmp_path / "course", ASSIGNMENT), "amy")
     written = nbformat.v4.writes(_notebook(sources))
     for suite in hidden:
         distinctive = [line.strip() for line in suite.read_text().splitlines() if len(line.strip()) > 40]
@@ -189,11 +190,11 @@ def test_recording_finds_a_folder_and_an_extracted_zip(tmp_path):
     (course / "submitted" / "bo").mkdir()
     with zipfile.ZipFile(course / "submitted" / "bo" / f"{ASSIGNMENT}.zip", "w") as zf:
         zf.writestr(f"wrapped/{EXERCISE_FILES[0]}", "bo = 2\n")
-    assert submissions.submitted_sources(course, "bo", ASSIGNMENT) is None  # not extracted yet: never here
-    list_submissions(course, ASSIGNMENT)  # as `bertlab grade` does: extracts into the staging folder
-    assert submissions.submitted_sources(course, "amy", ASSIGNMENT) == {EXERCISE_FILES[0]: "amy = 1\n"}
-    assert submissions.submitted_sources(course, "bo", ASSIGNMENT) == {EXERCISE_FILES[0]: "bo = 2\n"}
-    assert submissions.submitted_sources(course, "nobody", ASSIGNMENT) is None
+    assert submissions.submitted_sources(CourseSettings(course, ASSIGNMENT), "bo") is None  # not extracted yet: never here
+    list_submissions(CourseSettings(course, ASSIGNMENT))  # as `bertlab grade` does: extracts into the staging folder
+    assert submissions.submitted_sources(CourseSettings(course, ASSIGNMENT), "amy") == {EXERCISE_FILES[0]: "amy = 1\n"}
+    assert submissions.submitted_sources(CourseSettings(course, ASSIGNMENT), "bo") == {EXERCISE_FILES[0]: "bo = 2\n"}
+    assert submissions.submitted_sources(CourseSettings(course, ASSIGNMENT), "nobody") is None
 
 
 # ------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import pytest
 
 from bertlab.tasks import EXERCISE_FILES
 from bertlab_grader.course import gradebook, journal, submissions
-from bertlab_grader.course.config import course_db_url, init_course
+from bertlab_grader.course.config import init_course
 from bertlab_grader.course.results import error_result
 from bertlab_grader.course.settings import CourseSettings
 
@@ -101,7 +101,7 @@ def _gradebook_cka(course: Path, db_url: str | None) -> dict[str, float]:
     """student -> cka auto score, as the gradebook holds it."""
     from nbgrader.api import Gradebook
 
-    with Gradebook(course_db_url(course, db_url)) as gb:
+    with Gradebook(CourseSettings(course, ASSIGNMENT, db_url).gradebook_url) as gb:
         out = {}
         for submission in gb.assignment_submissions(ASSIGNMENT):
             for nb in submission.notebooks:
@@ -144,13 +144,13 @@ batches = []
 real_record_in_gradebook, real_write = gradebook._record_in_gradebook, gradebook.atomic_write_text
 written = []
 
-def record_in_gradebook(url, assignment, entries, changed, before_commit):
+def record_in_gradebook(settings, entries, changed, before_commit):
     batches.append(len(entries))
     def then_die(outcomes):
         before_commit(outcomes)
         if crash == "before-commit" and len(batches) == 3:
             os.kill(os.getpid(), signal.SIGKILL)
-    return real_record_in_gradebook(url, assignment, entries, changed, then_die)
+    return real_record_in_gradebook(settings, entries, changed, then_die)
 
 def write(path, text, **options):
     real_write(path, text, **options)

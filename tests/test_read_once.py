@@ -113,7 +113,7 @@ def test_a_replayed_journal_shows_the_files_it_graded(tmp_path):
     result = error_result("s1", ASSIGNMENT, "graded", max_points_by_task())
     result["submission_digest"] = _digest(FIRST)
     left = journal.Journal(settings)
-    left.append({"format": journal.FORMAT, **gradebook.prepare_record(course, result, sources=FIRST)})
+    left.append({"format": journal.FORMAT, **gradebook.prepare_record(settings, result, sources=FIRST)})
     left.close(remove=False)  # (its lock released: an orphan, as a killed run leaves it)
 
     assert journal.replay(settings) == ["s1"]

@@ -69,7 +69,7 @@ def test_watch_grades_each_hand_in_once_it_settles_and_stops_cleanly_on_ctrl_c(t
             time.sleep(0.4)
         wait_for(lambda: results_of(course, "zoe") is not None, 300, "zoe's results.json", proc, log)
         first = results_of(course, "zoe")
-        zoe = [s for s in scan_submitted(course, "week7")[0] if s.student == "zoe"][0]
+        zoe = [s for s in scan_submitted(CourseSettings(course, "week7"))[0] if s.student == "zoe"][0]
         assert first["submission_digest"] == submission_digest(zoe), "graded before the copy had finished"
         assert {t["task"] for t in first["tests"]} >= {"cka", "pooling"}
         wait_for(lambda: (course / "feedback" / "zoe" / "week7" / "week7.html").is_file(), 120, "zoe's feedback",

@@ -88,9 +88,9 @@ def run_demo(keep: str | None = None, workers: int | None = None, unsafe_no_sand
     # while the course is built (about 1 s); grade_course finds it running.
     start_fork_server()
     build_demo_course(course)
-    code = grade_course(CourseSettings(course, ASSIGNMENT, unsafe_no_sandbox=unsafe_no_sandbox),
-                        RunOptions(workers=workers))
-    alice = load_results(course, ASSIGNMENT).get("alice")
+    settings = CourseSettings(course, ASSIGNMENT, unsafe_no_sandbox=unsafe_no_sandbox)
+    code = grade_course(settings, RunOptions(workers=workers))
+    alice = load_results(settings).get("alice")
     problem = "alice was not graded" if alice is None else shortfall(alice)
     if problem is not None:
         print(f"\nbertlab demo: FAILED: the reference solution (alice) did not get full marks: {problem}",

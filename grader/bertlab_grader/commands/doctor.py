@@ -41,7 +41,7 @@ def _check_course(settings: CourseSettings) -> tuple[str, str]:
     from bertlab_grader.course.preconditions import check_course_for_grading
 
     check_course_for_grading(settings)
-    submissions, layout = scan_submitted(settings.root, settings.assignment)
+    submissions, layout = scan_submitted(settings)
     text = f"{settings.root}: {len(submissions)} submission(s) of {settings.assignment}"
     if layout:
         text += f"; {len(layout)} folder(s) under submitted/ hold none (`bertlab grade` lists them)"

@@ -37,8 +37,10 @@ class Adjustment:
     tasks: dict[str, dict] = field(default_factory=dict)  # task -> {"manual_score": x, "extra_credit": y}
 
 
-def set_aside_path(course_dir: Path, assignment: str) -> Path:
-    return Path(course_dir) / ".bertlab" / f"set-aside-adjustments-{assignment}.json"
+def set_aside_path(settings: "CourseSettings") -> Path:
+    """``COURSE/.bertlab/set-aside-adjustments-<assignment>.json``: the adjustments a new submission set
+    aside. (``CourseSettings`` in quotes: settings.py imports the config, which imports this room.)"""
+    return settings.root / ".bertlab" / f"set-aside-adjustments-{settings.assignment}.json"
 
 
 def previous_digest(results_json: Path) -> Optional[str]:
@@ -71,10 +73,10 @@ def apply_rule(grades: dict, student: str, changed: bool) -> Optional[Adjustment
     return Adjustment(student, SET_ASIDE, adjusted)
 
 
-def remember_set_aside(course_dir: Path, assignment: str, adjustment: Adjustment, before: Optional[str],
+def remember_set_aside(settings: "CourseSettings", adjustment: Adjustment, before: Optional[str],
                        now: Optional[str]) -> Path:
     """Append a set-aside adjustment to the course's file of them; returns the file."""
-    path = set_aside_path(course_dir, assignment)
+    path = set_aside_path(settings)
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
         entries = entries if isinstance(entries, list) else []

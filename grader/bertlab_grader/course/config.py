@@ -1,9 +1,9 @@
 """The course's configuration and set-up: names, the gradebook's URL, nbgrader_config.py, the
 source and release notebooks (``init_course``), the course lock.
 
-``course_db_url`` is where a gradebook URL is worked out, and ``CourseSettings.gradebook_url``
-(course/settings.py) is the one caller: every other function here takes the ``CourseSettings`` of the
-course (named in quotes, not imported: settings.py imports this module).
+``course_db_url`` reads the URL a course's config sets, and ``CourseSettings.gradebook_url``
+(course/settings.py) is its one caller: every other function here takes the ``CourseSettings`` of the
+course (named in quotes, not imported: settings.py imports this module) and uses its one URL.
 """
 
 from __future__ import annotations
@@ -149,22 +149,21 @@ def _load_config(course_dir: Path):
     return PyFileConfigLoader(CONFIG_FILE, path=str(course_dir)).load_config()
 
 
-def _coursedir(course_dir: Path, db_url: str | None = None):
-    """nbgrader's own CourseDirectory for this course, configured as ``nbgrader`` would see it."""
+def _coursedir(course_dir: Path, gradebook_url: str | None = None):
+    """nbgrader's own CourseDirectory for this course, configured as ``nbgrader`` would see it (with the
+    settings' gradebook URL, when given, over the config's)."""
     from nbgrader.coursedir import CourseDirectory
 
     cfg = _load_config(course_dir)
     cfg.CourseDirectory.root = str(course_dir)
-    if db_url:
-        cfg.CourseDirectory.db_url = db_url
+    if gradebook_url:
+        cfg.CourseDirectory.db_url = gradebook_url
     return CourseDirectory(config=cfg), cfg
 
 
-def course_db_url(course_dir: str | os.PathLike, db_url: str | None = None) -> str:
-    """The gradebook URL of a course: ``db_url`` when given, else what the course's nbgrader_config.py
-    sets, else nbgrader's default ``sqlite:///COURSE/gradebook.db``."""
-    if db_url:
-        return normalise_db_url(db_url)
+def course_db_url(course_dir: str | os.PathLike) -> str:
+    """The gradebook URL the course's nbgrader_config.py sets, else nbgrader's default
+    ``sqlite:///COURSE/gradebook.db`` (for ``CourseSettings.gradebook_url``, when no --db-url was given)."""
     coursedir, _ = _coursedir(Path(course_dir).resolve())
     return coursedir.db_url
 
@@ -264,7 +263,7 @@ def course_lock(course_dir: Path):
 # course set-up
 
 
-def _config_block(existing_db_line: str | None, db_url: str | None) -> str:
+def _config_block(existing_db_line: str | None, new_url: str | None) -> str:
     lines = [
         _BEGIN,
         "import os as _bertlab_os",
@@ -273,16 +272,18 @@ def _config_block(existing_db_line: str | None, db_url: str | None) -> str:
         "if not c.CourseDirectory.get('course_id'):",
         f"    c.CourseDirectory.course_id = {DEFAULT_COURSE_ID!r}",
     ]
-    if db_url:
-        lines.append(f"c.CourseDirectory.db_url = {db_url!r}")
+    if new_url:
+        lines.append(f"c.CourseDirectory.db_url = {new_url!r}")
     elif existing_db_line:
         lines.append(existing_db_line)
     lines.append(_END)
     return "\n".join(lines) + "\n"
 
 
-def _write_config(course_dir: Path, db_url: str | None) -> None:
-    path = course_dir / CONFIG_FILE
+def _write_config(settings: "CourseSettings") -> None:
+    """The bertlab block of nbgrader_config.py: the settings' URL when the command line gave it, else
+    the URL line an earlier run wrote (or none: nbgrader's default)."""
+    path = settings.root / CONFIG_FILE
     original = path.read_text(encoding="utf-8") if path.exists() else ""
     text = original
     for old_begin in _OLD_BEGINS:  # a course set up by an earlier kit: its block is replaced in place
@@ -298,7 +299,8 @@ def _write_config(course_dir: Path, db_url: str | None) -> None:
         head = "# nbgrader configuration of a bertlab course\nc = get_config()  # noqa: F821\n\n"
     elif not head.endswith("\n"):
         head += "\n"
-    new = head + _config_block(existing_db_line, db_url) + tail
+    new_url = settings.gradebook_url if settings.url_from_command_line else None
+    new = head + _config_block(existing_db_line, new_url) + tail
     if new != original:
         atomic_write_text(path, new)
 
@@ -310,10 +312,11 @@ def _write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def _gradebook_matches(db_url: str, assignment: str, max_points: dict[str, float]) -> bool:
+def _gradebook_matches(settings: "CourseSettings", max_points: dict[str, float]) -> bool:
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(db_url) as gb:
+    assignment = settings.assignment
+    with Gradebook(settings.gradebook_url) as gb:
         try:
             nb = gb.find_notebook(assignment, assignment)
         except MissingEntry:
@@ -324,12 +327,13 @@ def _gradebook_matches(db_url: str, assignment: str, max_points: dict[str, float
                 and all(abs(cells[t] - p) < POINTS_EPSILON for t, p in max_points.items()))
 
 
-def _generate_assignment(course_dir: Path, assignment: str, db_url: str | None) -> None:
+def _generate_assignment(settings: "CourseSettings") -> None:
     """Run nbgrader's GenerateAssignment converter in process (``nbgrader generate_assignment --force``)."""
     from nbgrader.converters import GenerateAssignment
     from nbgrader.utils import capture_log
 
-    coursedir, cfg = _coursedir(course_dir, db_url)
+    assignment = settings.assignment
+    coursedir, cfg = _coursedir(settings.root, settings.gradebook_url)
     coursedir.assignment_id = assignment
     converter = GenerateAssignment(coursedir=coursedir, config=cfg)
     converter.force = True
@@ -348,28 +352,26 @@ def _generate_assignment(course_dir: Path, assignment: str, db_url: str | None) 
 def init_course(settings: "CourseSettings", max_points: Mapping[str, float] | None = None) -> None:
     """Make ``settings.root`` an nbgrader course holding ``settings.assignment``; safe to call again.
 
-    Writes the bertlab block of ``nbgrader_config.py`` (CourseDirectory.root, and ``settings.db_url``,
-    the URL the command line gave, when there is one; None keeps a URL set earlier, else nbgrader's
-    default SQLite ``gradebook.db`` in the course), the source notebook with one grade cell per task
-    of ``max_points`` (task -> points), and runs nbgrader's generate_assignment so the gradebook holds
+    Writes the bertlab block of ``nbgrader_config.py`` (CourseDirectory.root, and
+    ``settings.gradebook_url`` when the command line gave it, ``settings.url_from_command_line``; else
+    a URL set earlier is kept, or nbgrader's default SQLite ``gradebook.db`` in the course), the source
+    notebook with one grade cell per task of ``max_points`` (task -> points), and runs nbgrader's generate_assignment so the gradebook holds
     the assignment, notebook and cells exactly as ``nbgrader generate_assignment`` would record them (a
     later run of that command finds nothing to change). ``max_points`` is required.
     """
     course_dir, assignment = settings.root, settings.assignment
     check_name("assignment", assignment)
     points = check_max_points(max_points)
-    db_url = normalise_db_url(settings.db_url) if settings.db_url else None
     ensure_python_on_path()  # the gradebook's migration runs `alembic` by name
     course_dir.mkdir(parents=True, exist_ok=True)
     with course_lock(course_dir):
-        _write_config(course_dir, db_url)
-        url = settings.gradebook_url  # (the URL the config now holds: the given one, or the one it kept)
+        _write_config(settings)  # (now the config holds settings.gradebook_url: the given one, or its own)
         import nbformat
 
         source = course_dir / "source" / assignment / f"{assignment}.ipynb"
         changed = _write_if_changed(source, nbformat.writes(build_source_notebook(assignment, points)) + "\n")
         release = course_dir / "release" / assignment / f"{assignment}.ipynb"
-        if changed or not release.exists() or not _gradebook_matches(url, assignment, points):
-            _generate_assignment(course_dir, assignment, url)
+        if changed or not release.exists() or not _gradebook_matches(settings, points):
+            _generate_assignment(settings)
 
 

@@ -8,7 +8,6 @@ import contextlib
 import datetime
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -37,11 +36,12 @@ from bertlab_grader.course.submissions import submitted_sources
 log = logging.getLogger(__name__)
 
 
-def _submission_timestamp(course_dir: Path, student: str, assignment: str):
-    """The submission time nbgrader's collect step wrote, if any."""
+def _submission_timestamp(submitted: Path):
+    """The submission time nbgrader's collect step wrote into ``submitted`` (a student's
+    ``COURSE/submitted/<student>/<assignment>/``), if any."""
     from nbgrader.utils import parse_utc
 
-    path = course_dir / "submitted" / student / assignment / "timestamp.txt"
+    path = submitted / "timestamp.txt"
     try:
         text = path.read_text(encoding="utf-8").strip()
         return (parse_utc(text), text) if text else (None, None)
@@ -88,7 +88,7 @@ def _gradebook(url: str):
         yield gb
 
 
-def _record_in_gradebook(url: str, assignment: str, entries: list[dict], changed: list[bool],
+def _record_in_gradebook(settings: CourseSettings, entries: list[dict], changed: list[bool],
                          before_commit: Callable[[list], None]) -> tuple[dict[str, float], list]:
     """Upsert, in one transaction, each entry's student, submission, submitted notebook and one grade
     per task (the sum of that task's test points). Returns (task -> max points, per entry: what
@@ -106,8 +106,9 @@ def _record_in_gradebook(url: str, assignment: str, entries: list[dict], changed
     from sqlalchemy.exc import SAWarning
     from sqlalchemy.orm import selectinload
 
+    assignment = settings.assignment
     outcomes: list = [None] * len(entries)
-    with _gradebook(url) as gb, warnings.catch_warnings():
+    with _gradebook(settings.gradebook_url) as gb, warnings.catch_warnings():
         # SQLAlchemy warns about rows built before they are added to the session, as nbgrader's do
         warnings.simplefilter("ignore", SAWarning)
         db = gb.db
@@ -221,7 +222,7 @@ def _collector_paused():
             gc.enable()
 
 
-def prepare_record(course_dir: str | os.PathLike, result: Mapping, *,
+def prepare_record(settings: CourseSettings, result: Mapping, *,
                    timestamp: datetime.datetime | str | None = None,
                    sources: Mapping[str, str] | None = None) -> dict:
     """What recording ``result`` needs, checked once, before anything of it is written: ``{"result":
@@ -237,7 +238,7 @@ def prepare_record(course_dir: str | os.PathLike, result: Mapping, *,
 
         text = parse_utc(timestamp).isoformat(sep=" ")
     else:
-        _, text = _submission_timestamp(Path(course_dir), clean["student"], clean["assignment"])
+        _, text = _submission_timestamp(settings.root / "submitted" / clean["student"] / clean["assignment"])
     return {"result": clean, "timestamp": text, "sources": checked_sources(sources)}
 
 
@@ -273,8 +274,11 @@ def record_results(settings: CourseSettings, entries: list[dict], *,
     assignments = {e["result"]["assignment"] for e in entries}
     if len(assignments) != 1:
         raise CourseError(f"one batch records one assignment, not {sorted(assignments)}")
-    assignment = assignments.pop()
-    url = settings.gradebook_url
+    if assignments != {settings.assignment}:
+        raise CourseError(f"these results are of assignment {assignments.pop()!r}, and this course's settings "
+                          f"record {settings.assignment!r}: record them with the settings of their assignment "
+                          "(init_course sets each assignment up in the gradebook)")
+    assignment = settings.assignment
     with course_lock(course_dir), _collector_paused():
         # The files each result replaces, as results.json says (a student twice in a batch: the first one).
         befores, changed, latest = [], [], {}
@@ -282,7 +286,7 @@ def record_results(settings: CourseSettings, entries: list[dict], *,
             result = entry["result"]
             student = result["student"]
             if student not in latest:
-                latest[student] = previous_digest(autograded_dir(course_dir, student, assignment) / "results.json")
+                latest[student] = previous_digest(autograded_dir(settings, student) / "results.json")
             befores.append(latest[student])
             changed.append(files_changed(latest[student], result.get("submission_digest")))
             latest[student] = result.get("submission_digest")
@@ -291,9 +295,9 @@ def record_results(settings: CourseSettings, entries: list[dict], *,
             for entry, before, outcome in zip(entries, befores, outcomes):
                 if isinstance(outcome, Adjustment) and outcome.action == SET_ASIDE:
                     now = entry["result"].get("submission_digest")
-                    remember_set_aside(course_dir, assignment, outcome, before, now)
+                    remember_set_aside(settings, outcome, before, now)
 
-        max_points, outcomes = _record_in_gradebook(url, assignment, entries, changed, set_aside)
+        max_points, outcomes = _record_in_gradebook(settings, entries, changed, set_aside)
         written: list = []
         for entry, outcome in zip(entries, outcomes):
             if isinstance(outcome, Exception):
@@ -303,11 +307,11 @@ def record_results(settings: CourseSettings, entries: list[dict], *,
                 on_adjustment(outcome)
             result = entry["result"]
             student = result["student"]
-            dest = autograded_dir(course_dir, student, assignment)
+            dest = autograded_dir(settings, student)
             try:
                 files = entry.get("sources")
                 if files is None:
-                    files = submitted_sources(course_dir, student, assignment)
+                    files = submitted_sources(settings, student)
                 notebook = dest / f"{assignment}.ipynb"
                 # The same result recorded again (an unchanged student, re-synced every run): the notebook
                 # on disk is already the one this would build (feedback.py, notebook_stamp).
@@ -351,7 +355,7 @@ def record_result(settings: CourseSettings, result: Mapping,
     An instructor's manual score or extra credit is kept when the files are the same as those of the result
     replaced, and set aside when they changed (grader/bertlab_grader/course/adjustments.py); ``on_adjustment`` hears which.
     """
-    entry = prepare_record(settings.root, result, timestamp=timestamp, sources=sources)
+    entry = prepare_record(settings, result, timestamp=timestamp, sources=sources)
     [outcome] = record_results(settings, [entry], on_adjustment=on_adjustment, sync=True)
     if isinstance(outcome, Exception):
         raise outcome

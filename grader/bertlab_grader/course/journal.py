@@ -211,9 +211,10 @@ def _orphans(settings: CourseSettings) -> list[tuple[Path, int]]:
     return found
 
 
-def _already_recorded(course: Path, result: Mapping) -> bool:
-    """results.json holds exactly this result: it was recorded completely (results.json is written last)."""
-    path = autograded_dir(course, result["student"], result["assignment"]) / "results.json"
+def _already_recorded(settings: CourseSettings, result: Mapping) -> bool:
+    """results.json holds exactly this result (one of the settings' assignment): it was recorded
+    completely (results.json is written last)."""
+    path = autograded_dir(settings, result["student"]) / "results.json"
     try:
         return json.loads(path.read_text(encoding="utf-8")) == result
     except (OSError, ValueError):
@@ -245,7 +246,7 @@ def replay(settings: CourseSettings, on_adjustment: Callable | None = None) -> l
                 if result["assignment"] == assignment:
                     latest[result["student"]] = {"result": result, "timestamp": entry.get("timestamp"),
                                                  "sources": sources}
-        todo = [e for e in latest.values() if not _already_recorded(course, e["result"])]
+        todo = [e for e in latest.values() if not _already_recorded(settings, e["result"])]
         recorded = []
         if todo:
             try:
@@ -318,7 +319,7 @@ class ResultWriter:
         """Check ``result`` (ValueError when it is not a valid result: nothing is journaled), journal
         it, queue it, and write the queue if it is due. ``sources``: the files graded, which the graded
         notebook shows (journaled with the result)."""
-        entry = course_gradebook.prepare_record(self.settings.root, result, sources=sources)
+        entry = course_gradebook.prepare_record(self.settings, result, sources=sources)
         if self._journal is None:
             self._journal = Journal(self.settings)
         self._journal.append({"format": FORMAT, **entry})

@@ -7,8 +7,6 @@ UsageError with one line: what is wrong, then what to do (exit 2, nothing change
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from bertlab.errors import UsageError
 from bertlab_grader.course.config import check_gradebook, CourseError, gradebook_assignments, known_assignments
 from bertlab_grader.course.settings import CourseSettings
@@ -24,15 +22,17 @@ def require_assignment_name(assignment: str) -> None:
                          "with --assignment (e.g. week7).")
 
 
-def require_course_folder(course: Path, assignment: str, what: str = "") -> None:
-    """``course`` is a folder; ``what`` says which course is meant (default: the one students hand in to)."""
+def require_course_folder(settings: CourseSettings, what: str = "") -> None:
+    """The course is a folder; ``what`` says which course is meant (default: the one students hand in to)."""
+    course, assignment = settings.root, settings.assignment
     if not course.is_dir():
         what = what or f"the nbgrader course folder that holds submitted/<student>/{assignment}/ {SEE_A_COURSE}"
         raise UsageError(f"no course folder at {course}. Give {what}.")
 
 
-def require_submissions(course: Path, assignment: str, purpose: str = "to grade", empty_ok: bool = False) -> None:
-    """``course/submitted/`` exists and (unless ``empty_ok``: the command says so itself) holds something."""
+def require_submissions(settings: CourseSettings, purpose: str = "to grade", empty_ok: bool = False) -> None:
+    """``COURSE/submitted/`` exists and (unless ``empty_ok``: the command says so itself) holds something."""
+    course, assignment = settings.root, settings.assignment
     submitted = course / "submitted"
     if not submitted.is_dir():
         raise UsageError(f"{course} has no submitted/ folder, so there is nothing {purpose}. Put each "
@@ -73,8 +73,8 @@ def require_graded_assignment(settings: CourseSettings) -> None:
 def check_course_folder(settings: CourseSettings, empty_ok: bool = False) -> None:
     """The first, cheap part of ``check_course_for_grading``: the folder and its submissions (what a
     mistyped path fails), before `bertlab grade` starts any process."""
-    require_course_folder(settings.root, settings.assignment)
-    require_submissions(settings.root, settings.assignment, empty_ok=empty_ok)
+    require_course_folder(settings)
+    require_submissions(settings, empty_ok=empty_ok)
 
 
 def check_course_for_grading(settings: CourseSettings, empty_ok: bool = False) -> None:

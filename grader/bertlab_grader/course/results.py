@@ -96,8 +96,9 @@ def validate_result(result: Mapping) -> dict:
     return out
 
 
-def autograded_dir(course_dir: str | os.PathLike, student: str, assignment: str) -> Path:
-    return Path(course_dir) / "autograded" / student / assignment
+def autograded_dir(settings: CourseSettings, student: str) -> Path:
+    """``COURSE/autograded/<student>/<assignment>/``: where a student's graded files go."""
+    return settings.root / "autograded" / student / settings.assignment
 
 
 _SCHEMA_VALIDATOR = None
@@ -168,17 +169,19 @@ def results_json_text(clean: Mapping) -> str:
 
 
 def write_results_json(course_dir: str | os.PathLike, result: Mapping) -> Path:
-    """Write ``autograded/<student>/<assignment>/results.json`` atomically; return its path."""
+    """Write ``autograded/<student>/<assignment>/results.json`` atomically (the result names its
+    student and assignment); return its path."""
     result = checked_result(result)
-    path = autograded_dir(course_dir, result["student"], result["assignment"]) / "results.json"
+    path = Path(course_dir) / "autograded" / result["student"] / result["assignment"] / "results.json"
     atomic_write_text(path, results_json_text(result))
     return path
 
 
-def load_results(course_dir: str | os.PathLike, assignment: str) -> dict[str, dict]:
-    """The results already written for ``assignment``: ``{student: result}``. A missing, unreadable or
-    inconsistent results.json is skipped (that student is graded again)."""
-    root = Path(course_dir) / "autograded"
+def load_results(settings: CourseSettings) -> dict[str, dict]:
+    """The results already written for the settings' assignment: ``{student: result}``. A missing,
+    unreadable or inconsistent results.json is skipped (that student is graded again)."""
+    assignment = settings.assignment
+    root = settings.root / "autograded"
     out: dict[str, dict] = {}
     if not root.is_dir():
         return out

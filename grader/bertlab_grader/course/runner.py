@@ -137,7 +137,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
     # set-up below rewrites it; the workers receive it with the settings.
     settings.hidden_paths  # noqa: B018 - (a cached property: read for its keeping)
     start = time.monotonic()
-    submissions, layout = course_submissions.scan_submitted(course, assignment)
+    submissions, layout = course_submissions.scan_submitted(settings)
     summary = RunSummary(layout=layout)
     by_student = {s.student: s for s in submissions}
     unknown = sorted(set(options.regrade) - by_student.keys())
@@ -149,7 +149,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
     replayed = journal.replay(settings, on_adjustment=summary.adjustments.append)
     if replayed and not options.quiet:
         print(f"Recorded {len(replayed)} result(s) that an interrupted run had graded and journaled.", file=sys.stderr)
-    finished = course_results.load_results(course, assignment)  # (earlier runs' files: checked as they are read)
+    finished = course_results.load_results(settings)  # (earlier runs' files: checked as they are read)
     digests = {s.student: course_submissions.submission_digest(s) for s in submissions}
     todo, refused = [], []
     for s in submissions:
@@ -177,7 +177,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
     # each worker then starts its sandbox, loads MiniLM and the reference data while the sandbox warms
     # up, and grades the reference on its share of the tasks (the preflight).
     prepared: dict = {}
-    part_seconds = read_part_seconds(part_seconds_path(course, assignment))  # (course/schedule.py)
+    part_seconds = read_part_seconds(part_seconds_path(settings))  # (course/schedule.py)
 
     def prepare() -> None:
         try:
@@ -266,7 +266,7 @@ def run_course(settings: CourseSettings, options: RunOptions = RunOptions(), war
     # checked once, when the writer took it; not read back and checked again).
     results = {**finished, **writer.written}
     write_last_run(settings, summary)
-    keep_part_seconds(part_seconds_path(course, assignment), part_seconds)
+    keep_part_seconds(part_seconds_path(settings), part_seconds)
     if summary.stopped and not options.quiet:
         print(f"\n{summary.stopped}", file=sys.stderr)
     if results:

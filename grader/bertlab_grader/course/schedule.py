@@ -90,10 +90,10 @@ class Schedule:
         return None
 
 
-def part_seconds_path(course: Path, assignment: str) -> Path:
+def part_seconds_path(settings: "CourseSettings") -> Path:
     """Where a course keeps how long each part took (``Schedule.part_seconds``):
     ``COURSE/.bertlab/part-seconds-<assignment>.json``, {segment name: seconds}."""
-    return course / ".bertlab" / f"part-seconds-{assignment}.json"
+    return settings.root / ".bertlab" / f"part-seconds-{settings.assignment}.json"
 
 
 def read_part_seconds(path: Path) -> dict[str, float]:

@@ -318,13 +318,14 @@ def sources_root(root: Path) -> Path:
     return Path(min(candidates)[1]) if candidates else root
 
 
-def staging_dir(course_dir: str | os.PathLike, assignment: str, student: str) -> Path:
-    """Where a student's zip is extracted: ``COURSE/.bertlab/staging/<assignment>/<student>``."""
-    return Path(course_dir) / _STAGING / assignment / student
+def staging_dir(settings: "CourseSettings", student: str) -> Path:
+    """Where a student's zip is extracted: ``COURSE/.bertlab/staging/<assignment>/<student>``.
+    (``CourseSettings`` in quotes: settings.py imports the config, which imports this module.)"""
+    return settings.root / _STAGING / settings.assignment / student
 
 
-def _from_zip(course_dir: Path, assignment: str, student: str, zip_path: Path) -> Submission:
-    dest = staging_dir(course_dir, assignment, student)
+def _from_zip(settings: "CourseSettings", student: str, zip_path: Path) -> Submission:
+    dest = staging_dir(settings, student)
     try:
         safe_extract_zip(zip_path, dest)
     except UnsafeZipError as exc:
@@ -379,14 +380,14 @@ def _layout_problem(student_dir: Path, assignment: str) -> LayoutProblem:
     return LayoutProblem(rel, _describe_other_content(student_dir), expected)
 
 
-def scan_submitted(course_dir: str | os.PathLike, assignment: str) -> tuple[list[Submission], list[LayoutProblem]]:
-    """Every student's submission of ``assignment`` (sorted by student id), and every folder or file
-    under ``submitted/`` that holds none in the expected layout.
+def scan_submitted(settings: "CourseSettings") -> tuple[list[Submission], list[LayoutProblem]]:
+    """Every student's submission of the settings' assignment (sorted by student id), and every folder
+    or file under ``submitted/`` that holds none in the expected layout.
 
     Directories are returned as they are; zips are checked and extracted (see module docstring). An
     entry whose ``error`` is set could not be accepted and must be recorded as a zero-score result.
     """
-    course_dir = Path(course_dir)
+    course_dir, assignment = settings.root, settings.assignment
     submitted = course_dir / "submitted"
     if not submitted.is_dir():
         return [], []
@@ -416,7 +417,7 @@ def scan_submitted(course_dir: str | os.PathLike, assignment: str) -> tuple[list
             has_sources = any(os.path.lexists(folder / f) for f in EXERCISE_FILES)
             zips = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".zip")
             if not has_sources and not zips and os.path.lexists(top_zip):
-                out.append(_from_zip(course_dir, assignment, student, top_zip))
+                out.append(_from_zip(settings, student, top_zip))
             elif has_sources:
                 out.append(Submission(student, folder))
             elif not zips:
@@ -429,18 +430,18 @@ def scan_submitted(course_dir: str | os.PathLike, assignment: str) -> tuple[list
                     f"The submission holds {len(zips)} zip files ({names}) and no source files; "
                     "submit one zip or the source files themselves.")))
             else:
-                out.append(_from_zip(course_dir, assignment, student, zips[0]))
+                out.append(_from_zip(settings, student, zips[0]))
         elif os.path.lexists(top_zip):
-            out.append(_from_zip(course_dir, assignment, student, top_zip))
+            out.append(_from_zip(settings, student, top_zip))
         else:
             problems.append(_layout_problem(student_dir, assignment))
     return out, problems
 
 
-def list_submissions(course_dir: str | os.PathLike, assignment: str) -> list[Submission]:
-    """Every student's submission of ``assignment``, sorted by student id (see :func:`scan_submitted`,
-    which also names the folders that hold none)."""
-    return scan_submitted(course_dir, assignment)[0]
+def list_submissions(settings: "CourseSettings") -> list[Submission]:
+    """Every student's submission of the settings' assignment, sorted by student id (see
+    :func:`scan_submitted`, which also names the folders that hold none)."""
+    return scan_submitted(settings)[0]
 
 
 def submission_digest(submission: Submission) -> str:
@@ -481,24 +482,23 @@ def submitted_assignments(course_dir: str | os.PathLike) -> set[str]:
 # ---------------------------------------------------------------------------------------------------
 # A recorded submission's files, for the graded notebook (read as text only, never imported or run)
 
-def submitted_folder(course_dir: str | os.PathLike, student: str, assignment: str) -> Path | None:
-    """Where ``student``'s files of ``assignment`` are, as ``scan_submitted`` found them: the folder
-    ``submitted/<student>/<assignment>/`` when it holds an exercise file, else the folder a zip was
-    extracted to (never extracted here), else None."""
-    course_dir = Path(course_dir)
-    folder = course_dir / "submitted" / student / assignment
+def submitted_folder(settings: "CourseSettings", student: str) -> Path | None:
+    """Where ``student``'s files of the settings' assignment are, as ``scan_submitted`` found them: the
+    folder ``submitted/<student>/<assignment>/`` when it holds an exercise file, else the folder a zip
+    was extracted to (never extracted here), else None."""
+    folder = settings.root / "submitted" / student / settings.assignment
     if not folder.is_symlink() and folder.is_dir() and any(os.path.lexists(folder / f) for f in EXERCISE_FILES):
         return folder
-    staged = staging_dir(course_dir, assignment, student)
+    staged = staging_dir(settings, student)
     if not staged.is_symlink() and staged.is_dir():
         return sources_root(staged)
     return None
 
 
-def submitted_sources(course_dir: str | os.PathLike, student: str, assignment: str) -> SubmissionSources | None:
+def submitted_sources(settings: "CourseSettings", student: str) -> SubmissionSources | None:
     """The text of ``student``'s handed-in files (``read_submission_sources``), or None when the course
     holds none for them (a refused zip, a result recorded without a submission)."""
-    folder = submitted_folder(course_dir, student, assignment)
+    folder = submitted_folder(settings, student)
     if folder is None:
         return None
     return read_submission_sources(folder) or None

@@ -120,7 +120,7 @@ def watch_course(settings: CourseSettings, options: RunOptions = RunOptions(), *
     exit_code = first.exit_code
     arrivals = Arrivals()
     graded_digest = {student: result.get("submission_digest")
-                     for student, result in course_results.load_results(course, assignment).items()}
+                     for student, result in course_results.load_results(settings).items()}
     # Every folder counts as arrived at the first look: one that came in after the batch run scanned
     # (while the workers started) is graded; the others are skipped below, their digest unchanged.
     arrivals.look(hand_ins(course), time.monotonic())
@@ -158,8 +158,8 @@ def _grade_arrivals(settings: CourseSettings, students: list[str], arrivals: Arr
                     writer, pool, on_graded, out) -> int:
     """Grade the settled hand-ins of ``students`` whose files differ from what was last graded; record
     each, then export the grades and write its feedback. Returns 1 if the grader failed one, else 0."""
-    course, assignment = settings.root, settings.assignment
-    submissions, _ = course_submissions.scan_submitted(course, assignment)
+    assignment = settings.assignment
+    submissions, _ = course_submissions.scan_submitted(settings)
     by_student = {s.student: s for s in submissions}
     todo, digests = [], {}
     for student in students:
@@ -173,7 +173,7 @@ def _grade_arrivals(settings: CourseSettings, students: list[str], arrivals: Arr
     failed = 0
     summary = RunSummary(layout=[])
     max_points = None
-    seconds_path = part_seconds_path(course, assignment)
+    seconds_path = part_seconds_path(settings)
     part_seconds = read_part_seconds(seconds_path)  # (course/schedule.py: a hand-in's parts, longest first)
     for submission, arrived in todo:
         if submission.error:  # refused as a whole (e.g. a zip bomb): the student's own zero, as in a batch run

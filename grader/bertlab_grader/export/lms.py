@@ -88,7 +88,7 @@ class CourseGrades:
 
 
 def _check_course(settings: CourseSettings) -> None:
-    require_course_folder(settings.root, settings.assignment,
+    require_course_folder(settings,
                           what="the nbgrader course folder that `bertlab grade` graded")
     require_graded_assignment(settings)
 
@@ -141,7 +141,7 @@ def _current_digests(settings: CourseSettings) -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix="bertlab-export-") as tmp:
         shadow = Path(tmp)
         (shadow / "submitted").symlink_to(submitted.resolve(), target_is_directory=True)
-        submissions, _ = scan_submitted(shadow, settings.assignment)
+        submissions, _ = scan_submitted(CourseSettings(shadow, settings.assignment))
         return {s.student: submission_digest(s) for s in submissions}
 
 
@@ -151,7 +151,7 @@ def read_course_grades(settings: CourseSettings) -> CourseGrades:
     _check_course(settings)
     max_points, scores = _read_gradebook(settings)
     digests = _current_digests(settings)
-    results = load_results(settings.root, settings.assignment)
+    results = load_results(settings)
     grades = CourseGrades(settings.assignment, max_points)
     for student, tasks in sorted(scores.items()):
         recorded = results.get(student, {}).get("submission_digest")

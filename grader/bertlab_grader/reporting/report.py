@@ -392,10 +392,11 @@ def _similar(course: Path, assignment: str, enabled: bool) -> dict:
 def collect(course: Path, assignment: str = "week7", *, similar: bool = True) -> dict:
     """Everything the page shows, read from the course (the template's context)."""
     course = Path(course)
-    require_course_folder(course, assignment, what="the nbgrader course folder that `bertlab grade` graded "
-                                                   "(it holds autograded/<student>/<assignment>/results.json)")
+    settings = CourseSettings(course, assignment)
+    require_course_folder(settings, what="the nbgrader course folder that `bertlab grade` graded "
+                                         "(it holds autograded/<student>/<assignment>/results.json)")
     require_assignment_name(assignment)
-    results = load_results(course, assignment)
+    results = load_results(settings)
     if not results:
         others = [a for a in _assignments_graded(course) if a != assignment]
         hint = (f" Graded assignments here: {', '.join(others)} (pass one with --assignment)." if others else

@@ -367,8 +367,9 @@ def _check_course(course: Path, assignment: str, top: int) -> None:
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UsageError(f"--top must be a whole number of pairs, 1 or more (got {top!r}).")
     require_assignment_name(assignment)
-    require_course_folder(course, assignment)
-    require_submissions(course, assignment, purpose="to compare", empty_ok=True)  # (it names "no submissions")
+    settings = CourseSettings(course, assignment)
+    require_course_folder(settings)
+    require_submissions(settings, purpose="to compare", empty_ok=True)  # (it names "no submissions")
 
 
 def _read_cohort(course: Path, assignment: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
@@ -381,7 +382,7 @@ def _read_cohort(course: Path, assignment: str) -> tuple[dict[str, dict[str, str
     with tempfile.TemporaryDirectory(prefix="bertlab-similar-") as tmp:
         shadow = Path(tmp)
         (shadow / "submitted").symlink_to((course / "submitted").resolve(), target_is_directory=True)
-        submissions, layout = scan_submitted(shadow, assignment)
+        submissions, layout = scan_submitted(CourseSettings(shadow, assignment))
         if not submissions:
             others = sorted(submitted_assignments(course) - {assignment})
             hint = (f"; the course has submissions of {', '.join(others)} (pass --assignment)" if others else
