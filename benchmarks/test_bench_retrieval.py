@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from sentence_transformers import util
 
 from benchrecord import MEMORY, OURS, Memory
-from bertlab_grader.solutions.retrieval import MAX_BLOCK_SCORES, _balanced, semantic_search
+from bertlab_grader.solutions.retrieval import MAX_BLOCK_SCORES, balanced_block, semantic_search
 
 N, D, Q, TOP_K = 200_000, 384, 100, 10
 GROUP = f"semantic_search N={N:,} D={D} Q={Q} k={TOP_K}"
@@ -125,8 +125,8 @@ def test_peak_extra_memory(variant, request):
     extra_mib = json.loads(out.stdout.strip().splitlines()[-1])["extra"] / 2**20
     full_mib = Q * N * 4 / 2**20
     # The reference's own block sizes (solutions/retrieval.py: corpus-outer, balanced blocks).
-    corpus_block = _balanced(N, max(TOP_K, MAX_BLOCK_SCORES // Q, 4096))
-    query_block = _balanced(Q, max(1, MAX_BLOCK_SCORES // corpus_block))
+    corpus_block = balanced_block(N, max(TOP_K, MAX_BLOCK_SCORES // Q, 4096))
+    query_block = balanced_block(Q, max(1, MAX_BLOCK_SCORES // corpus_block))
     notes = {
         "ours": f"analytic: blocks of {query_block} queries x {corpus_block:,} corpus rows = "
                 f"{query_block * corpus_block * 4 / 2**20:.0f} MiB of scores each "

@@ -101,14 +101,14 @@ def test_a_fingerprint_that_matches_no_known_mistake_stops_at_its_first_differen
 
 
 def test_a_foreign_diagnosis_fails_the_audit_as_a_missed_mutant_does():
-    from bertlab_grader.authoring.audit import Row, _judge
+    from bertlab_grader.authoring.audit import Row, judge
 
     told_right = Row("cka_no_centering", "mutant", "cka", lost={"cka": 3.0}, hint="ok", named_own=True)
-    _judge(told_right)
+    judge(told_right)
     assert told_right.ok and told_right.verdict == "caught"
     blamed = Row("cka_zscored", "mutant", "cka", lost={"cka": 3.0}, hint="ok",
                  foreign=("test_linear_cka_matches_reference: cka_no_float64",))
-    _judge(blamed)
+    judge(blamed)
     assert not blamed.ok and "FOREIGN diagnosis: test_linear_cka_matches_reference: cka_no_float64" in blamed.verdict
 
 

@@ -108,7 +108,7 @@ def grade_row(name: str, kind: str, task: str, path: Optional[str], tasks: tuple
     except Exception as exc:  # noqa: BLE001 - a broken entry is a row, not a crash of the audit
         row.error = f"{type(exc).__name__}: {exc}"
     row.seconds = time.monotonic() - started
-    _judge(row)
+    judge(row)
     return row
 
 
@@ -149,7 +149,7 @@ def _hint_status(impl, kind: str, task: str, expected_hint: str, tasks: tuple) -
     return ""
 
 
-def _judge(row: Row) -> None:
+def judge(row: Row) -> None:
     if row.error:
         row.verdict, row.ok = f"ERROR ({row.error[:80]})", False
         return
