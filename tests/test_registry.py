@@ -112,15 +112,27 @@ def test_segments_dependents_and_the_student_readme_come_from_the_registry():
 
 
 def test_every_mistake_the_suites_name_is_in_the_table():
-    """A hint id missing from the table gives no hint (bertlab.mistakes.hint returns ""): caught here."""
+    """A hint id missing from the table gives no hint (bertlab.mistakes.hint returns ""): caught here.
+    The ids are those of ``mistake_hint("<id>")`` / ``hint("<id>")`` calls and the keys of every
+    ``name_mistake(actual, {"<id>": value, ...})`` (docs/authoring.md, "Messages")."""
+    import ast
+
     from bertlab.mistakes import find
 
-    named = set()
+    named, as_keys = set(), set()
     for folder in ("tests/public", "tests/hidden", "src/bertlab"):
         for path in (ROOT / folder).rglob("*.py"):
-            named |= {(str(path.relative_to(ROOT)), m) for m in
-                      re.findall(r"""(?:mistake_hint|hint)\(\s*["']([a-z0-9_]+)["']""", path.read_text(encoding="utf-8"))}
+            text = path.read_text(encoding="utf-8")
+            where = str(path.relative_to(ROOT))
+            named |= {(where, m) for m in re.findall(r"""(?:mistake_hint|hint)\(\s*["']([a-z0-9_]+)["']""", text)}
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == \
+                        "name_mistake" and len(node.args) > 1 and isinstance(node.args[1], ast.Dict):
+                    as_keys |= {(where, key.value) for key in node.args[1].keys
+                                if isinstance(key, ast.Constant) and isinstance(key.value, str)}
     assert named, "the scan found no mistake_hint(...) calls at all: the pattern is stale"
+    assert as_keys, "the scan found no name_mistake(actual, {...}) keys at all: the pattern is stale"
+    named |= as_keys
     unknown = sorted(f"{path}: {m}" for path, m in named if find(m) is None)
     assert not unknown, f"mistake ids named by the suites but missing from src/bertlab/teaching/: {unknown}"
 
