@@ -34,18 +34,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-KIT_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(KIT_ROOT))
-
 ASSIGNMENT = "week7"
 START_TIMEOUT = 120.0  # seconds for the Jupyter server to answer (it imports every installed extension)
 
 
 def reference_files() -> dict[str, str]:
-    """The kit's reference solution, file by file: a realistic size for a handed-in file."""
-    from bertlab.tasks import EXERCISE_FILES
+    """The kit's reference solution, file by file (with nbgrader's fences, as in the kit): a realistic
+    size for a handed-in file."""
+    from bertlab_grader.core.locations import reference_sources
 
-    return {name: (KIT_ROOT / "solutions" / name).read_text(encoding="utf-8") for name in EXERCISE_FILES}
+    return reference_sources(fenced=True)
 
 
 def with_line(text: str, line: str, after: str) -> tuple[str, int]:
