@@ -70,8 +70,8 @@ def semantic_search(
     # Block sizes: a [query_block, corpus_block] score buffer of at most MAX_BLOCK_SCORES entries.
     # The corpus is the outer loop, so each corpus row is read (and its norm taken) exactly once;
     # blocks are balanced in size because a thin last block wastes BLAS time.
-    corpus_block = balanced_block(n_corpus, max(k, MAX_BLOCK_SCORES // max(n_queries, 1), 4096))
-    query_block = balanced_block(n_queries, max(1, MAX_BLOCK_SCORES // max(corpus_block, 1)))
+    corpus_block = _balanced(n_corpus, max(k, MAX_BLOCK_SCORES // max(n_queries, 1), 4096))
+    query_block = _balanced(n_queries, max(1, MAX_BLOCK_SCORES // max(corpus_block, 1)))
     best_scores = torch.empty(n_queries, 0, dtype=dtype)
     best_indices = torch.empty(n_queries, 0, dtype=torch.long)
     if n_queries == 0:
@@ -99,7 +99,7 @@ def semantic_search(
 
 
 ### BEGIN SOLUTION
-def balanced_block(total: int, most: int) -> int:
+def _balanced(total: int, most: int) -> int:
     """The size of equal blocks covering ``total`` items with at most ``most`` per block."""
     if total <= 0:
         return 1
