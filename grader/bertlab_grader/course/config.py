@@ -355,9 +355,10 @@ def init_course(settings: "CourseSettings", max_points: Mapping[str, float] | No
     Writes the bertlab block of ``nbgrader_config.py`` (CourseDirectory.root, and
     ``settings.gradebook_url`` when the command line gave it, ``settings.url_from_command_line``; else
     a URL set earlier is kept, or nbgrader's default SQLite ``gradebook.db`` in the course), the source
-    notebook with one grade cell per task of ``max_points`` (task -> points), and runs nbgrader's generate_assignment so the gradebook holds
-    the assignment, notebook and cells exactly as ``nbgrader generate_assignment`` would record them (a
-    later run of that command finds nothing to change). ``max_points`` is required.
+    notebook with one grade cell per task of ``max_points`` (task -> points), and runs nbgrader's
+    generate_assignment so the gradebook holds the assignment, notebook and cells exactly as ``nbgrader
+    generate_assignment`` would record them (a later run of that command finds nothing to change).
+    ``max_points`` is required.
     """
     course_dir, assignment = settings.root, settings.assignment
     check_name("assignment", assignment)
