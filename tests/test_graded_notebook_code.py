@@ -190,11 +190,12 @@ def test_recording_finds_a_folder_and_an_extracted_zip(tmp_path):
     (course / "submitted" / "bo").mkdir()
     with zipfile.ZipFile(course / "submitted" / "bo" / f"{ASSIGNMENT}.zip", "w") as zf:
         zf.writestr(f"wrapped/{EXERCISE_FILES[0]}", "bo = 2\n")
-    assert submissions.submitted_sources(CourseSettings(course, ASSIGNMENT), "bo") is None  # not extracted yet: never here
-    list_submissions(CourseSettings(course, ASSIGNMENT))  # as `bertlab grade` does: extracts into the staging folder
-    assert submissions.submitted_sources(CourseSettings(course, ASSIGNMENT), "amy") == {EXERCISE_FILES[0]: "amy = 1\n"}
-    assert submissions.submitted_sources(CourseSettings(course, ASSIGNMENT), "bo") == {EXERCISE_FILES[0]: "bo = 2\n"}
-    assert submissions.submitted_sources(CourseSettings(course, ASSIGNMENT), "nobody") is None
+    settings = CourseSettings(course, ASSIGNMENT)
+    assert submissions.submitted_sources(settings, "bo") is None  # not extracted yet: never here
+    list_submissions(settings)  # as `bertlab grade` does: extracts into the staging folder
+    assert submissions.submitted_sources(settings, "amy") == {EXERCISE_FILES[0]: "amy = 1\n"}
+    assert submissions.submitted_sources(settings, "bo") == {EXERCISE_FILES[0]: "bo = 2\n"}
+    assert submissions.submitted_sources(settings, "nobody") is None
 
 
 # ------------------------------------------------------------------------------------------------
