@@ -120,6 +120,7 @@ def test_check_reports_a_process_exit_inside_student_code(bundle):
     assert "Traceback" not in result.stdout + result.stderr
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_check_stops_an_endless_loop(bundle):
     replace_in_stub(bundle, "cka", "linear_cka", "while True: pass")
     result = run_check(bundle, "--task", "cka", **{events.TIMEOUT_ENV: "3"})

@@ -379,6 +379,7 @@ time.sleep(3600)
 """
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_no_process_outlives_a_watcher_that_is_killed(bundle, sig):
     """Killed while a check runs whose student code sleeps and has started a process of its own (in a

@@ -215,6 +215,7 @@ def test_a_submission_no_worker_ever_starts_is_sent_again(quick_census):
     assert client.payloads[0]["files"] == client.payloads[1]["files"]
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_a_submission_a_worker_is_running_is_not_sent_again(quick_census):
     running: list = []
     real_processing = FakeClient.processing

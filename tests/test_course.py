@@ -293,6 +293,7 @@ def test_nbgrader_generate_assignment_still_clean(course):
     assert float({r["student_id"]: r for r in _csv_rows(course["csv"])}["bob"]["score"]) == 19.5
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_non_default_sqlite_url_is_honoured(tmp_path):
     course = tmp_path / "course"
     db = tmp_path / "elsewhere" / "grades-store.sqlite"
@@ -330,6 +331,7 @@ def postgres_url():
         pytest.fail(str(exc))
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_external_database_url(tmp_path, postgres_url):
     url = postgres_url
     course = tmp_path / "course"

@@ -129,6 +129,7 @@ def test_student_text_never_names_a_path_or_kit_frame():
 
 # ----------------------------------------------------------------------- instructor mistakes (exit 2)
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_unknown_assignment_lists_the_known_ones_and_changes_nothing(tmp_path):
     course = tmp_path / "course"
     _submit(course, "s1", STUBS)

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 PROBE = ("import json, sys\n"
          "from bertlab_grader.grading.kept_points import kept_file, kept_max_points\n"
          "totals = kept_max_points()\n"
@@ -23,6 +25,7 @@ def _probe(cache) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_kept_points_are_the_collected_ones_and_read_back_without_torch_or_pytest(tmp_path):
     from bertlab_grader.grading.scoring import max_points_by_task
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_import_model_code_imports_all_that_loading_the_packaged_model_needs():
     """The grader's fork server runs ``import_model_code`` so that each worker forked from it only
     loads MiniLM's weights. With transformers 5 its fast tokenizer moved (tokenization_bert_fast ->

@@ -116,6 +116,7 @@ def test_monkeypatching_torch_numpy_pytest_stays_in_the_worker(sb):
     assert not torch.equal(torch.zeros(1), torch.ones(1))
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_replacing_the_kits_probe_changes_nothing_the_grader_calls():
     # fake_probe encodes under no_grad and swaps bertlab.probes' gradient probe for a liar at import.
     # A sandbox of its own: the worker builds a BERT here, which the short limits of `sb` do not allow.
@@ -314,6 +315,7 @@ def test_killing_the_template_restarts_it(sb):
     assert sb.generation > generation
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_freezing_the_template_gets_it_replaced(sb):
     generation = sb.generation
     with sb.session(sources("stop_template")) as impl:

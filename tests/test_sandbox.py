@@ -444,6 +444,7 @@ SPIN = ("import time\n"
         "def forever():\n    while True:\n        pass\n")
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_a_call_stops_while_another_worker_times_and_that_time_is_not_counted(sb):
     """While another grader worker times, a waiting call's processes are stopped (SIGSTOP), and the
     time they were stopped does not count against the call's limit: 1 s of work that a 2 s pause
@@ -879,6 +880,7 @@ def environment():
 '''
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_the_sandboxs_environment_does_not_depend_on_what_the_grader_inherited(sb, monkeypatch):
     """A Dask nanny starts its workers with OMP/MKL/OPENBLAS_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_=65536
     and a fixed PYTHONHASHSEED (docs/cluster.md): a sandbox started there must see what one started

@@ -10,6 +10,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from bertlab_grader.performance import gate as timing_gate
 from bertlab_grader.performance.gate import NO_ONE, TimingGate
 
@@ -188,6 +190,7 @@ def _assert_timed_during_the_call(got: dict, ticks: list[float]) -> None:
     assert not any(start < t < end for t in ticks), "the worker went on waiting at work during the timing"
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_a_timer_does_not_wait_for_another_workers_long_call():
     ctx = _ctx()
     gate = TimingGate(ctx, slots=2)
@@ -237,6 +240,7 @@ def _host_work_in_tests(room, slot, tests, seconds, events):
     _work_in_tests(HostGate(room), slot, tests, seconds, events)
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_the_host_gate_lets_a_timer_in_between_two_tests(tmp_path):
     ctx = mp.get_context("spawn")
     # (a spawned interpreter starts slowly: the worker runs more tests meanwhile)
@@ -270,6 +274,7 @@ class _HostGateIn:
         return HostGate(self.room)
 
 
+@pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_the_host_gate_does_not_keep_a_timer_waiting_for_a_long_call(tmp_path):
     ctx = mp.get_context("spawn")
     # (spawned interpreters start slowly: the timer asks later, still well within the call)
