@@ -34,6 +34,16 @@ COURSE_ROOM_AND_EXPORT = sorted(
     for room in ("course", "export") for path in (GRADER_PACKAGE / room).rglob("*.py"))
 
 
+def parts_taken(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The course's parts ``function`` takes one by one (empty when it takes none)."""
+    args = function.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    parts = names & (URL_PARTS | OTHER_PARTS)
+    if "assignment" in names and names & COURSE_FOLDER:
+        parts |= {"assignment"} | (names & COURSE_FOLDER)
+    return parts
+
+
 def test_the_root_is_absolute_and_a_given_url_is_kept(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     settings = CourseSettings(Path("course"), "week7", "sqlite:///elsewhere/gb.db")
@@ -69,11 +79,7 @@ def test_the_course_room_takes_the_settings_not_their_parts():
         for node in ast.walk(tree):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name in ALLOWED.get(name, ()):
                 continue
-            args = node.args
-            names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-            parts = names & (URL_PARTS | OTHER_PARTS)
-            if "assignment" in names and names & COURSE_FOLDER:
-                parts |= {"assignment"} | (names & COURSE_FOLDER)
+            parts = parts_taken(node)
             if parts:
                 threaded.append(f"{name}:{node.lineno} {node.name}({', '.join(sorted(parts))})")
     assert not threaded, "these take the course's settings one by one; take `settings: CourseSettings`:\n" + \
@@ -81,16 +87,12 @@ def test_the_course_room_takes_the_settings_not_their_parts():
 
 
 def test_the_guard_sees_a_function_that_takes_the_parts():
-    """The guard above flags what it is meant to (a made-up module, walked the same way)."""
+    """The guard's rule (``parts_taken``) flags what it is meant to, in a made-up module."""
     source = "def load(course_dir, assignment):\n    pass\ndef open_book(db_url):\n    pass\n" \
-             "def fine(settings, assignment):\n    pass\n"
-    flagged = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.FunctionDef):
-            names = {a.arg for a in node.args.args}
-            if names & (URL_PARTS | OTHER_PARTS) or ("assignment" in names and names & COURSE_FOLDER):
-                flagged.append(node.name)
-    assert flagged == ["load", "open_book"]
+             "def fine(settings, assignment):\n    pass\ndef sandboxed(*, unsafe_no_sandbox):\n    pass\n"
+    flagged = [node.name for node in ast.walk(ast.parse(source))
+               if isinstance(node, ast.FunctionDef) and parts_taken(node)]
+    assert flagged == ["load", "open_book", "sandboxed"]
 
 
 def test_a_worker_gets_what_the_main_process_worked_out(tmp_path, monkeypatch):
