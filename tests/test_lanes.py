@@ -38,7 +38,7 @@ def test_every_slow_fixture_is_a_fixture_of_the_suite():
 def test_the_pages_give_the_three_lanes():
     for page in (KIT / "README.md", KIT / "docs" / "architecture.md"):
         text = page.read_text(encoding="utf-8")
-        for command in ('python -m pytest -q -m unit', 'python -m pytest -q -m "not slow"', "python -m pytest -q"):
+        for command in ('python -m pytest -q -m unit', 'python -m pytest -q -m "not slow"', "python -m pytest -q -n auto"):
             assert command in text, f"{page.name} does not give the lane `{command}`"
     assert re.search(r"UNIT_LANE", (KIT / "docs" / "architecture.md").read_text(encoding="utf-8"))
 

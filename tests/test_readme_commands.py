@@ -53,7 +53,7 @@ def test_readme_setup_is_two_commands_install_then_test():
     assert "apt-get" in words and "install" in words, install
     assert "torch==2.13.0" in words and install.index("pip install torch==2.13.0") < install.index("pip install -e"), \
         "torch's CPU build must be installed first and pinned, before the kit"
-    assert test == "python -m pytest -q"
+    assert test == "python -m pytest -q -n auto"  # (the whole suite, on every core)
 
 
 def test_ci_runs_the_readme_commands_verbatim_in_a_fresh_virtualenv():
