@@ -41,40 +41,56 @@ SLOW_FIXTURES = frozenset({
 UNMARKED_LIMIT_S = 10.0
 
 
-#: The whole suite runs on every core (README: ``python -m pytest -q -n auto``, pytest-xdist with
-#: ``--dist loadgroup``): each test module goes whole to one worker, so a module's fixtures (a graded
-#: cohort, a Dask cluster, a released bundle) are built once. The modules that share the session's
-#: installed wheel and demo (above the lanes: ``installed_kit``, ``demo``, ``machine_deps``) go to the
-#: same worker, which builds them once.
+#: The whole suite runs on every core (README: ``python -m pytest -q -n auto``, pytest-xdist): each test
+#: module goes whole to one worker (worker_group), so a module's fixtures (a graded cohort, a Dask
+#: cluster, a released bundle) are built once, and the modules that share the session's installed wheel
+#: and demo (``installed_kit``, ``demo``, ``machine_deps``, below) go together to one worker, which builds
+#: them once.
 SHARED_KIT_MODULES = frozenset({"test_cluster.py", "test_demo.py", "test_gradescope.py", "test_packaging.py"})
 
-#: The longest groups of the whole suite, longest first (each measured in a whole-suite run on two cores:
-#: the outside bank's cohort about 6 min, the shared kit's group about 7, the new-task walk about 4,
-#: ...). The workers take groups in this order and then the others in file order, so that the long
-#: ones start first and the two workers end together; a missing or renamed entry only costs balance.
-LONGEST_FIRST = ("installed-kit", "test_outside_bank.py", "test_task_authoring.py", "test_grade_repeatability.py",
-                 "test_notebook.py", "test_audit.py", "test_grading_trust.py", "test_segments.py",
-                 "test_check_watch.py", "test_handin_grading.py", "test_authoring_guide.py", "test_journal.py",
-                 "test_runner.py")
+#: The longest groups of the whole suite, longest first (seconds in pytest, a whole-suite run on two
+#: cores at 99a059c: the shared kit's group about 420, the outside bank's cohort 345, the new-task walk
+#: 248, the repeatability run 200, the notebook 142, the audit 126, ...). The workers take the groups
+#: in this order, then the others in file order, so that the long ones start first and the workers end
+#: together; a missing or renamed entry only costs balance.
+LONGEST_FIRST = ("installed-kit", "tests/test_outside_bank.py", "tests/test_task_authoring.py",
+                 "tests/test_grade_repeatability.py", "tests/test_notebook.py", "tests/test_audit.py",
+                 "tests/test_grading_trust.py", "tests/test_segments.py", "tests/test_check_watch.py",
+                 "tests/test_handin_grading.py", "tests/test_authoring_guide.py", "tests/test_journal.py",
+                 "tests/test_runner.py")
 
 
-def worker_group(item) -> str:
-    """The xdist group of a test: its module's file name, or "installed-kit" (SHARED_KIT_MODULES)."""
-    return "installed-kit" if item.path.name in SHARED_KIT_MODULES else item.path.name
+def worker_group(nodeid: str) -> str:
+    """The group of a test that one worker runs whole: its module's path, or "installed-kit" for the
+    modules of SHARED_KIT_MODULES."""
+    path = nodeid.split("::", 1)[0]
+    return "installed-kit" if path.rsplit("/", 1)[-1] in SHARED_KIT_MODULES else path
 
 
-def group_for_workers(config, items) -> None:
-    """In a pytest-xdist worker: every test in its worker_group, the longest groups first (LONGEST_FIRST).
+@pytest.hookimpl(optionalhook=True)  # (a hook of pytest-xdist's, called only under -n)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduling by scope, with worker_group as the scope and the groups in collection
+    order (longest_groups_first), not by their number of tests. (Its own ``--dist loadgroup`` marks do
+    not reach the scheduler under pytest 9, which no longer reads a test's id from ``_nodeid``.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkerGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    config.option.loadscopereorder = False
+    return ByWorkerGroup(config, log)
+
+
+def longest_groups_first(config, items) -> None:
+    """In a pytest-xdist worker, the longest groups first (LONGEST_FIRST), the others in file order.
     (Every worker collects and sorts alike; the scheduler hands out the groups in that order.)"""
     if getattr(config, "workerinput", None) is None:
         return
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
     rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(worker_group(item), len(rank)))  # (stable: file order otherwise)
+    items.sort(key=lambda item: rank.get(worker_group(item.nodeid), len(rank)))  # (stable: file order otherwise)
 
 
-@pytest.hookimpl(tryfirst=True)  # (before pytest-xdist's own hook reads the groups)
 def pytest_collection_modifyitems(config, items):
     """Each test's lane (above). A kit test marked ``@pytest.mark.tasks("retrieval")`` is about that task:
     its fixtures, figures or messages. In a course that removed the task (``bertlab remove-task``), it
@@ -91,7 +107,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(
                     reason=f"written about task {', '.join(removed)}, which this course removed"))
                 break
-    group_for_workers(config, items)
+    longest_groups_first(config, items)
 
 
 def skip_module_unless_tasks(*names: str) -> None:

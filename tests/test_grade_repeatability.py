@@ -19,6 +19,11 @@ var_pool_einsum measures 1.2x to 1.3x and var_cka_hsic about 16x: no longer on a
 code whose points must not move with the load.
 
 Only the retrieval and performance tasks are graded (the others hold no time-dependent point).
+
+"Quiet" means no burner of this test's own: in the whole suite (``-n auto``) the other worker's tests
+run beside all three runs, so the three see different loads, and the burners add one on every core to
+the second. Run the module alone (``python -m pytest -q tests/test_grade_repeatability.py``) for a
+truly quiet first and third run.
 """
 
 from __future__ import annotations

@@ -38,6 +38,10 @@ def reference_cka(X, Y) -> float:
     return float((Y.T @ X).norm() ** 2 / ((X.T @ X).norm() * (Y.T @ Y).norm()))
 
 
+#: The red team's sandbox uid (when the tests run as root): neither nobody nor a grading worker's (61000 + k).
+REDTEAM_UID = 64000
+
+
 @pytest.fixture(scope="module")
 def sb():
     # Skipped only where bubblewrap is not installed at all. Where it is installed but cannot create
@@ -45,8 +49,12 @@ def sb():
     # sandbox, and a skip would hide it.
     if bubblewrap.find_bwrap() is None:
         pytest.skip("bubblewrap (bwrap) is not installed: the red-team suite needs the real sandbox")
-    # No MiniLM here (no test needs it), and a smaller memory budget so the hoarder fails fast.
-    sandbox = Sandbox(kit_root=KIT, hide=[], timeout_s=3.0, memory_mb=1024, preload=(), control_timeout_s=3.0)
+    # No MiniLM here (no test needs it), and a smaller memory budget so the hoarder fails fast. A uid of
+    # its own: RLIMIT_NPROC counts processes per uid, and the sandboxes of the tests that run beside this
+    # module (the whole suite runs on every core) are nobody's: their threads must not use up the forks
+    # the grandchild test makes, nor the fork bomb theirs.
+    sandbox = Sandbox(kit_root=KIT, hide=[], timeout_s=3.0, memory_mb=1024, preload=(), control_timeout_s=3.0,
+                      uid=REDTEAM_UID)
     assert sandbox.isolated
     sandbox.wait_ready()
     yield sandbox
@@ -177,7 +185,7 @@ def test_cannot_read_solutions_hidden_tests_or_the_graders_memory(sb):
     assert set(readable) <= shown, set(readable) - shown
     assert "### BEGIN SOLUTION" not in output and "def test_" not in output
     assert secrets["mem"].startswith("ERR") and secrets["environ"].startswith("ERR")
-    assert secrets["fd"].startswith("ERR") and secrets["uid"] == 65534
+    assert secrets["fd"].startswith("ERR") and secrets["uid"] == REDTEAM_UID  # (the unprivileged uid it was given)
     from bertlab_grader.sandbox.malloc_pin import STEADY_MALLOC_ENV  # malloc's pinned thresholds: no secret
 
     assert set(secrets["env"]) <= {"PATH", "HOME", "LANG", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "HF_HUB_OFFLINE",
