@@ -1,7 +1,8 @@
 """The test lanes of tests/conftest.py name what exists, and the pages that document them agree.
 
 A file renamed out of UNIT_LANE would silently leave the unit lane; a fixture renamed out of
-SLOW_FIXTURES would put a venv build back in the fast loop.
+SLOW_FIXTURES would put a venv build back in the fast loop; a module that takes the installed kit
+outside SHARED_KIT_MODULES would build it a second time on another worker of the whole suite.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import ast
 import re
 from pathlib import Path
 
-from conftest import SLOW_FIXTURES, UNIT_LANE
+from conftest import LONGEST_FIRST, SHARED_KIT_MODULES, SLOW_FIXTURES, UNIT_LANE, worker_group
 
 TESTS = Path(__file__).resolve().parent
 KIT = TESTS.parent
@@ -33,6 +34,34 @@ def test_every_unit_lane_file_exists():
 def test_every_slow_fixture_is_a_fixture_of_the_suite():
     unknown = sorted(SLOW_FIXTURES - _fixtures_defined())
     assert unknown == [], f"SLOW_FIXTURES names no fixture of tests/: {unknown}"
+
+
+#: The session's fixtures that install the kit (tests/conftest.py): built once per worker that asks.
+SESSION_KIT_FIXTURES = {"machine_deps", "installed_kit", "demo"}
+
+
+def _modules_taking(fixtures: set[str]) -> set[str]:
+    """The test modules with a function (a test or a fixture) that takes one of ``fixtures``."""
+    found = set()
+    for path in TESTS.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and fixtures & {a.arg for a in node.args.args}:
+                found.add(path.name)
+    return found
+
+
+def test_the_modules_sharing_the_installed_kit_run_on_one_worker():
+    takers = _modules_taking(SESSION_KIT_FIXTURES)
+    assert takers, "no test module takes the installed kit: SESSION_KIT_FIXTURES names no fixture in use"
+    assert takers <= SHARED_KIT_MODULES, \
+        f"{sorted(takers - SHARED_KIT_MODULES)} take the installed kit: add them to SHARED_KIT_MODULES (tests/conftest.py)"
+    assert {worker_group(f"tests/{name}::t") for name in SHARED_KIT_MODULES} == {"installed-kit"}
+    assert worker_group("tests/hidden/test_hidden_cka.py::t[1]") == "tests/hidden/test_hidden_cka.py"
+
+
+def test_every_longest_first_group_exists():
+    groups = {worker_group(f"{path.relative_to(KIT).as_posix()}::t") for path in TESTS.rglob("test_*.py")}
+    assert set(LONGEST_FIRST) <= groups, f"LONGEST_FIRST names no group of the suite: {sorted(set(LONGEST_FIRST) - groups)}"
 
 
 def test_the_pages_give_the_three_lanes():
