@@ -44,13 +44,15 @@ UNMARKED_LIMIT_S = 10.0
 #: The whole suite runs on every core (README: ``python -m pytest -q -n auto``, pytest-xdist): each test
 #: module goes whole to one worker (worker_group), so a module's fixtures (a graded cohort, a Dask
 #: cluster, a released bundle) are built once, and the modules that share the session's installed wheel
-#: and demo (``installed_kit``, ``demo``, ``machine_deps``, below) go together to one worker, which builds
-#: them once.
+#: and demo (SESSION_KIT_FIXTURES, below) go together to one worker, which builds them once
+#: (tests/test_lanes.py finds every module that takes one of them).
+SESSION_KIT_FIXTURES = frozenset({"machine_deps", "installed_kit", "demo"})
 SHARED_KIT_MODULES = frozenset({"test_cluster.py", "test_demo.py", "test_gradescope.py", "test_packaging.py"})
 
-#: The longest groups of the whole suite, longest first (seconds in pytest, a whole-suite run on two
-#: cores at 99a059c: the shared kit's group about 420, the outside bank's cohort 345, the new-task walk
-#: 248, the repeatability run 200, the notebook 142, the audit 126, ...). The workers take the groups
+#: The longest groups of the whole suite, longest first (seconds in pytest, summed per module from the
+#: JUnit file of a whole-suite run one test at a time on two cores, kit 403cf66: the outside bank 345,
+#: test_cluster 341 with the wheel and the demo, the new-task walk 248, the repeatability run 201, the
+#: notebook 142, the audit 126, ...). The workers take the groups
 #: in this order, then the others in file order, so that the long ones start first and the workers end
 #: together; a missing or renamed entry only costs balance.
 LONGEST_FIRST = ("installed-kit", "tests/test_outside_bank.py", "tests/test_task_authoring.py",

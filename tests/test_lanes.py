@@ -11,7 +11,8 @@ import ast
 import re
 from pathlib import Path
 
-from conftest import LONGEST_FIRST, SHARED_KIT_MODULES, SLOW_FIXTURES, UNIT_LANE, worker_group
+from conftest import (LONGEST_FIRST, SESSION_KIT_FIXTURES, SHARED_KIT_MODULES, SLOW_FIXTURES, UNIT_LANE,
+                      worker_group)
 
 TESTS = Path(__file__).resolve().parent
 KIT = TESTS.parent
@@ -34,10 +35,6 @@ def test_every_unit_lane_file_exists():
 def test_every_slow_fixture_is_a_fixture_of_the_suite():
     unknown = sorted(SLOW_FIXTURES - _fixtures_defined())
     assert unknown == [], f"SLOW_FIXTURES names no fixture of tests/: {unknown}"
-
-
-#: The session's fixtures that install the kit (tests/conftest.py): built once per worker that asks.
-SESSION_KIT_FIXTURES = {"machine_deps", "installed_kit", "demo"}
 
 
 def _modules_taking(fixtures: set[str]) -> set[str]:
