@@ -9,6 +9,7 @@ the wheel installed in a virtualenv), and fails the session naming the file and 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -60,6 +61,35 @@ LONGEST_FIRST = ("installed-kit", "tests/test_outside_bank.py", "tests/test_task
                  "tests/test_grading_trust.py", "tests/test_segments.py", "tests/test_check_watch.py",
                  "tests/test_handin_grading.py", "tests/test_authoring_guide.py", "tests/test_journal.py",
                  "tests/test_runner.py")
+
+
+#: What sets each worker's thread count (threads_per_worker), for its own torch and NumPy and for every
+#: process it starts that does not set its own (`bertlab` commands, notebook kernels; a grading sandbox
+#: always runs on one thread).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def threads_per_worker(workers: int, cores: int) -> int:
+    """The torch/BLAS threads each of ``workers`` pytest-xdist workers gets on ``cores`` cores: the cores
+    shared out, at least one. (Left to torch, each worker takes every core: on two cores two workers ran
+    four OpenMP threads that spin while they wait for each other; seven torch-heavy modules under -n 2
+    took 109.6 s and 191 CPU-s that way, 74.7 s and 128 CPU-s on one thread a worker.)"""
+    return max(1, cores // max(1, workers))
+
+
+def pytest_configure(config):
+    """In a pytest-xdist worker: threads_per_worker for torch here and, unless the caller chose a count,
+    for the processes the tests start. (A test about thread counts sets or clears these itself.)"""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return
+    threads = threads_per_worker(int(workerinput.get("workercount", 1)), len(os.sched_getaffinity(0)))
+    for name in THREAD_VARIABLES:
+        os.environ.setdefault(name, str(threads))
+    chosen = os.environ["OMP_NUM_THREADS"]
+    import torch
+
+    torch.set_num_threads(int(chosen) if chosen.isdigit() and int(chosen) > 0 else threads)
 
 
 def worker_group(nodeid: str) -> str:

@@ -11,8 +11,8 @@ import ast
 import re
 from pathlib import Path
 
-from conftest import (LONGEST_FIRST, SESSION_KIT_FIXTURES, SHARED_KIT_MODULES, SLOW_FIXTURES, UNIT_LANE,
-                      worker_group)
+from conftest import (LONGEST_FIRST, SESSION_KIT_FIXTURES, SHARED_KIT_MODULES, SLOW_FIXTURES, THREAD_VARIABLES,
+                      UNIT_LANE, threads_per_worker, worker_group)
 
 TESTS = Path(__file__).resolve().parent
 KIT = TESTS.parent
@@ -92,3 +92,17 @@ def test_an_unmarked_test_over_the_limit_is_named_at_the_end(monkeypatch):
     named = [line for line in lines if "a.py::" in line]
     assert len(named) == 1 and "a.py::unmarked" in named[0], lines
     assert any("mark them slow" in line for line in lines)
+
+
+def test_each_worker_gets_its_share_of_the_cores():
+    """Under -n the workers share the cores out for torch and BLAS (conftest.pytest_configure): never
+    more threads in all than cores where there are enough cores, never fewer than one a worker."""
+    assert [threads_per_worker(workers, 2) for workers in (1, 2, 3)] == [2, 1, 1]
+    assert threads_per_worker(4, 16) == 4 and threads_per_worker(16, 16) == 1 and threads_per_worker(0, 8) == 8
+    import os
+
+    import torch
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # (this very run, when it is one)
+        assert all(os.environ.get(name) for name in THREAD_VARIABLES), "a worker left a thread count unset"
+        assert torch.get_num_threads() == int(os.environ["OMP_NUM_THREADS"])

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from bertlab.tasks import EXERCISE_FILES, GRADED_TASKS
+from conftest import THREAD_VARIABLES
 
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +128,9 @@ def test_worker_preload_leaves_torch_on_one_thread():
     before any tensor work, and switches the tokenizers' pool off."""
     code = ("import torch, os, bertlab_grader.course.worker_preload as p\n"
             "print(torch.get_num_threads(), os.environ['TOKENIZERS_PARALLELISM'])")
+    # (with no thread count inherited: under -n the suite's workers set one, conftest.THREAD_VARIABLES)
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES + ("TOKENIZERS_PARALLELISM",)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=Path(__file__).resolve().parents[1], env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-2:] == ["1", "false"]

@@ -30,6 +30,7 @@ from bertlab_grader.sandbox.remote import StudentError, SubmissionCrashed, Submi
 from bertlab_grader.sandbox import bubblewrap, launcher, template_process
 from bertlab_grader.sandbox.bubblewrap import SandboxUnavailable, bubblewrap_status
 from bertlab_grader.sandbox.launcher import FALLBACK_WARNING, Sandbox, SandboxError
+from conftest import THREAD_VARIABLES
 
 KIT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(__file__).resolve().parent / "redteam_submissions"
@@ -881,12 +882,18 @@ def environment():
 
 
 @pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
-def test_the_sandboxs_environment_does_not_depend_on_what_the_grader_inherited(sb, monkeypatch):
+def test_the_sandboxs_environment_does_not_depend_on_what_the_grader_inherited(monkeypatch):
     """A Dask nanny starts its workers with OMP/MKL/OPENBLAS_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_=65536
     and a fixed PYTHONHASHSEED (docs/cluster.md): a sandbox started there must see what one started
     anywhere else sees, or a timing (and a grade) would depend on where it ran."""
-    with sb.session({"cka.py": ENVIRONMENT_PROBE}) as impl:
-        plain = json.loads(impl.cka.environment())
+    for name in THREAD_VARIABLES:  # (the suite's workers set them under -n: the plain side starts without)
+        monkeypatch.delenv(name, raising=False)
+    plain_start = Sandbox(kit_root=KIT)
+    try:
+        with plain_start.session({"cka.py": ENVIRONMENT_PROBE}) as impl:
+            plain = json.loads(impl.cka.environment())
+    finally:
+        plain_start.close()
     for name, value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                         "MALLOC_TRIM_THRESHOLD_": "65536", "PYTHONHASHSEED": "6640"}.items():
         monkeypatch.setenv(name, value)
