@@ -153,11 +153,22 @@ def skip_module_unless_tasks(*names: str) -> None:
 
 _DURATIONS: dict[str, float] = {}
 _UNMARKED_SLOW: dict[str, float] = {}
+#: Under -n: seconds per worker group (worker_group) and per worker, for the run's last lines.
+_GROUP_SECONDS: dict[str, float] = {}
+_WORKER_SECONDS: dict[str, float] = {}
+#: How many of the longest groups the run's last lines name.
+GROUPS_SHOWN = 10
 
 
 def pytest_runtest_logreport(report):
-    """Each test's time (setup, call and teardown together), and whether an unmarked one took too long."""
+    """Each test's time (setup, call and teardown together), and whether an unmarked one took too long;
+    under -n, the time of its worker group and of the worker that ran it."""
     _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+    worker = getattr(getattr(report, "node", None), "gateway", None)  # (pytest-xdist's, on the controller)
+    if worker is not None:
+        group = worker_group(report.nodeid)
+        _GROUP_SECONDS[group] = _GROUP_SECONDS.get(group, 0.0) + report.duration
+        _WORKER_SECONDS[worker.id] = _WORKER_SECONDS.get(worker.id, 0.0) + report.duration
     if report.when == "teardown" and "slow" not in report.keywords and _DURATIONS[report.nodeid] > UNMARKED_LIMIT_S:
         _UNMARKED_SLOW[report.nodeid] = _DURATIONS[report.nodeid]
 
@@ -171,6 +182,13 @@ def pytest_terminal_summary(terminalreporter):
                                    yellow=True)
         for nodeid, seconds in sorted(_UNMARKED_SLOW.items(), key=lambda kv: -kv[1]):
             terminalreporter.write_line(f"{seconds:8.1f} s  {nodeid}", yellow=True)
+    if _WORKER_SECONDS:
+        # (what LONGEST_FIRST is kept from, and whether the workers ended together)
+        terminalreporter.write_sep("-", f"the {GROUPS_SHOWN} longest worker groups (seconds in pytest, under -n)")
+        for group, seconds in sorted(_GROUP_SECONDS.items(), key=lambda kv: -kv[1])[:GROUPS_SHOWN]:
+            terminalreporter.write_line(f"{seconds:8.1f} s  {group}")
+        terminalreporter.write_line("workers: " + ", ".join(f"{worker} {seconds:.0f} s"
+                                                           for worker, seconds in sorted(_WORKER_SECONDS.items())))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -106,3 +106,30 @@ def test_each_worker_gets_its_share_of_the_cores():
     if os.environ.get("PYTEST_XDIST_WORKER"):  # (this very run, when it is one)
         assert all(os.environ.get(name) for name in THREAD_VARIABLES), "a worker left a thread count unset"
         assert torch.get_num_threads() == int(os.environ["OMP_NUM_THREADS"])
+
+
+def test_under_n_the_run_ends_with_the_longest_groups_and_each_workers_time(monkeypatch):
+    """Under -n the run's last lines give the longest worker groups, longest first (what LONGEST_FIRST is
+    kept from), and each worker's total; a run on one process gives neither."""
+    import types
+
+    import conftest
+
+    for name in ("_DURATIONS", "_UNMARKED_SLOW", "_GROUP_SECONDS", "_WORKER_SECONDS"):
+        monkeypatch.setattr(conftest, name, {})  # (this session's own figures stay as they are)
+    lines = []
+    reporter = types.SimpleNamespace(write_sep=lambda sep, title, **kw: lines.append(title),
+                                     write_line=lambda line, **kw: lines.append(line))
+    conftest.pytest_runtest_logreport(types.SimpleNamespace(nodeid="tests/test_x.py::t", when="call", duration=2.0,
+                                                            keywords={"slow": 1}))
+    conftest.pytest_terminal_summary(reporter)
+    assert lines == [], "a run on one process names no worker groups"
+    for nodeid, seconds, worker in (("tests/test_a.py::one", 5.0, "gw0"), ("tests/test_a.py::two", 4.0, "gw0"),
+                                    ("tests/test_demo.py::d", 3.0, "gw1"), ("tests/test_cluster.py::c", 7.0, "gw1")):
+        conftest.pytest_runtest_logreport(types.SimpleNamespace(
+            nodeid=nodeid, when="call", duration=seconds, keywords={"slow": 1},
+            node=types.SimpleNamespace(gateway=types.SimpleNamespace(id=worker))))
+    conftest.pytest_terminal_summary(reporter)
+    named = [line.split() for line in lines if line.strip().endswith(("installed-kit", ".py"))]
+    assert named == [["10.0", "s", "installed-kit"], ["9.0", "s", "tests/test_a.py"]], lines
+    assert lines[-1] == "workers: gw0 9 s, gw1 10 s", lines
