@@ -475,6 +475,23 @@ def test_crash_is_reported_with_its_cause(sb):
         assert "about to die" in str(info.value)
 
 
+def test_a_process_that_died_between_calls_is_reported_with_how_it_died(sb):
+    """The process answers, then dies before the next call (here it kills itself): the next call says
+    so, with the signal the template saw, as a crash within a call does."""
+    src = {"cka.py": "import os, signal, threading\n"
+                     "def answer_then_die():\n"
+                     "    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGKILL)).start()\n"
+                     "    return 1\n"
+                     "def again():\n"
+                     "    return 2\n"}
+    with sb.session(src) as impl:
+        assert impl.cka.answer_then_die() == 1
+        time.sleep(1.0)
+        with pytest.raises(SubmissionCrashed) as info:
+            impl.cka.again()
+    assert "died" in str(info.value) and "killed by SIGKILL" in str(info.value), str(info.value)
+
+
 # ------------------------------------------------------------------------------------- isolation
 
 SNOOP = ("import os, socket\n"

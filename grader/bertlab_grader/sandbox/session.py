@@ -543,8 +543,8 @@ class Session:
                 child.chan.send(header, tensors, timeout=self.timeout_s)
             except rpc.EncodeError as exc:
                 raise TypeError(f"cannot send the arguments of {what} to the sandbox: {exc}") from None
-            except OSError:
-                raise self._gone(child, "crash", f"the submission's process died before {what}") from None
+            except OSError:  # (its exit status, when the template reports it in time, says how it died)
+                raise self._gone(child, "crash", f"the submission's process died before {what}", died=True) from None
             deadline = _Deadline(self.timeout_s, self._queued_clock())
             while True:
                 msg, blob = self._next_message(child, deadline)
