@@ -101,16 +101,9 @@ def lost_tests(result: dict, task: str) -> list[str]:
 
 
 def expected_breaks(name: str) -> set[str]:
-    """The hidden tests entry ``name`` must lose in full (bank.toml's ``breaks``, by file: its own, and
-    its base's for the files it takes from the base)."""
-    spec = ENTRIES[name]
-    own = {p.name for p in (BANK / name).glob("*.py")}
-    found = set()
-    if spec["kind"] != "correct":
-        base = ENTRIES[spec["base"]].get("breaks", {})
-        found |= {test for file, tests in base.items() if file not in own for test in tests}
-    found |= {test for tests in spec.get("breaks", {}).values() for test in tests}
-    return found
+    """The hidden tests entry ``name`` must lose in full (bank.toml's ``breaks``). Its own only: an entry
+    never takes a file that breaks tests from its base (test_bank_is_well_formed)."""
+    return {test for tests in ENTRIES[name].get("breaks", {}).values() for test in tests}
 
 
 def placeholder_note(name: str, task: str) -> str:
@@ -196,6 +189,10 @@ def test_bank_is_well_formed():
             assert len(files) == 1, f"{name}: a {spec['kind']} entry holds the one file with its mistake, found {files}"
             assert ENTRIES.get(spec.get("base"), {}).get("kind") == "correct", \
                 f"{name}: base {spec.get('base')!r} must name a correct entry"
+            taken = set(ENTRIES[spec["base"]].get("breaks", {})) - set(files)
+            assert not taken, (f"{name}: takes {sorted(taken)} from {spec['base']}, which breaks hidden tests there: "
+                               "the base's own grading holds that verdict already; take another correct entry "
+                               "as base (bank.toml's header)")
         for file_name, text in submission_sources(name).items():
             assert "bertlab_grader" not in text and "NotImplementedYet" not in text, \
                 f"{name}/{file_name} must be written without the kit's solutions or stubs' machinery"
