@@ -898,6 +898,16 @@ def environment():
 '''
 
 
+def environment_of_a_fresh_sandbox() -> dict:
+    """ENVIRONMENT_PROBE's answer in a sandbox started now, from this process's environment."""
+    sandbox = Sandbox(kit_root=KIT)
+    try:
+        with sandbox.session({"cka.py": ENVIRONMENT_PROBE}) as impl:
+            return json.loads(impl.cka.environment())
+    finally:
+        sandbox.close()
+
+
 @pytest.mark.slow  # (4 s or more: the fast loop stays under 5 minutes, docs/architecture.md)
 def test_the_sandboxs_environment_does_not_depend_on_what_the_grader_inherited(monkeypatch):
     """A Dask nanny starts its workers with OMP/MKL/OPENBLAS_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_=65536
@@ -905,21 +915,11 @@ def test_the_sandboxs_environment_does_not_depend_on_what_the_grader_inherited(m
     anywhere else sees, or a timing (and a grade) would depend on where it ran."""
     for name in THREAD_VARIABLES:  # (the suite's workers set them under -n: the plain side starts without)
         monkeypatch.delenv(name, raising=False)
-    plain_start = Sandbox(kit_root=KIT)
-    try:
-        with plain_start.session({"cka.py": ENVIRONMENT_PROBE}) as impl:
-            plain = json.loads(impl.cka.environment())
-    finally:
-        plain_start.close()
+    plain = environment_of_a_fresh_sandbox()
     for name, value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                         "MALLOC_TRIM_THRESHOLD_": "65536", "PYTHONHASHSEED": "6640"}.items():
         monkeypatch.setenv(name, value)
-    as_under_a_nanny = Sandbox(kit_root=KIT)
-    try:
-        with as_under_a_nanny.session({"cka.py": ENVIRONMENT_PROBE}) as impl:
-            nanny = json.loads(impl.cka.environment())
-    finally:
-        as_under_a_nanny.close()
+    nanny = environment_of_a_fresh_sandbox()
     assert nanny == plain, (f"the sandbox's environment changed with the grader's: {sorted(set(nanny['env'].items()) ^ set(plain['env'].items()))}, "
                             f"torch threads {nanny['torch_threads']} against {plain['torch_threads']}")
     assert plain["env"]["MALLOC_TRIM_THRESHOLD_"] != "65536", "the sandbox's malloc pin was overridden"
